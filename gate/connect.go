@@ -2,20 +2,44 @@ package gate
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
 // Forbidden is implemented by errors that mean "the origin rejected the upgrade with HTTP 403".
-// Connect retries those once after the cooldown. RetryAfter is 0 when the origin sent none.
+// Connect finds it with errors.As and retries once after the cooldown. RetryAfter is 0 when the
+// origin sent none. A 403 from a forward proxy is not an origin rejection and must not implement it.
 type Forbidden interface {
 	error
 	OriginForbidden() (retryAfter time.Duration)
 }
 
-// Policy is the connect policy around a Gate. Zero values are the defaults.
+// Policy is the connect policy around a Gate. Zero (or negative) values are the defaults.
 type Policy struct {
 	ForbiddenCooldown time.Duration // wait before the one retry after a 403; default 3s (Retry-After wins if longer)
 	ConnectTimeout    time.Duration // per network attempt; default 15s; excludes gate waits and the cooldown
+}
+
+// Policy defaults.
+const (
+	DefaultForbiddenCooldown = 3 * time.Second
+	DefaultConnectTimeout    = 15 * time.Second
+)
+
+// ReferencePolicy returns the reference proxy's connect policy: one retry 3 s after a 403, 15 s per
+// attempt. It stays fixed when the defaults change. Pair it with [Reference].
+func ReferencePolicy() Policy {
+	return Policy{ForbiddenCooldown: 3 * time.Second, ConnectTimeout: 15 * time.Second}
+}
+
+func (p Policy) withDefaults() Policy {
+	if p.ForbiddenCooldown <= 0 {
+		p.ForbiddenCooldown = DefaultForbiddenCooldown
+	}
+	if p.ConnectTimeout <= 0 {
+		p.ConnectTimeout = DefaultConnectTimeout
+	}
+	return p
 }
 
 // Result tells how a Connect went, for logs.
@@ -24,25 +48,69 @@ type Result struct {
 	Waited   time.Duration // time spent in the gate and the cooldown
 }
 
-// Connect runs dial through the gate under policy p: each attempt waits for the gate, runs with
-// its own ConnectTimeout, and reports its outcome. An error for which errors.As finds a Forbidden
-// is reported as a rejection and retried once after the cooldown; the second error is returned
-// as it is. Any other error is returned at once.
+// Connect runs dial through the gate under policy p, for one new upgrade (a socket reused from a
+// pool does not pass the gate). Each attempt waits in g, then runs dial with its own ConnectTimeout
+// context, so the timeout covers the network attempt only, and reports the outcome on its Permit.
+// An error for which errors.As finds a [Forbidden] is reported as a rejection and retried once,
+// through the gate, after max(ForbiddenCooldown, Retry-After) spent outside the gate; the retry's
+// error is returned as it is. Any other error is returned at once and as it is. If ctx ends,
+// Connect returns ctx.Err() unwrapped.
 func Connect[T any](ctx context.Context, g *Gate, p Policy, dial func(ctx context.Context) (T, error)) (T, Result, error) {
+	p = p.withDefaults()
 	var res Result
-	permit, err := g.Wait(ctx)
-	if err != nil {
-		var zero T
-		return zero, res, err
-	}
-	res.Attempts++
-	actx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	v, err := dial(actx)
-	if err != nil {
-		permit.Failed()
+	v, err := attempt(ctx, g, p, dial, &res)
+	var fb Forbidden
+	if err == nil || !errors.As(err, &fb) {
 		return v, res, err
 	}
-	permit.Succeeded()
-	return v, res, nil
+	var zero T
+	start := time.Now()
+	err = sleep(ctx, max(p.ForbiddenCooldown, fb.OriginForbidden()))
+	res.Waited += time.Since(start)
+	if err != nil {
+		return zero, res, err
+	}
+	v, err = attempt(ctx, g, p, dial, &res)
+	return v, res, err
+}
+
+// attempt makes one network attempt through the gate and reports its outcome.
+func attempt[T any](ctx context.Context, g *Gate, p Policy, dial func(ctx context.Context) (T, error), res *Result) (T, error) {
+	var zero T
+	start := time.Now()
+	permit, err := g.Wait(ctx)
+	res.Waited += time.Since(start)
+	if err != nil {
+		return zero, err
+	}
+	res.Attempts++
+	actx, cancel := context.WithTimeout(ctx, p.ConnectTimeout)
+	v, err := dial(actx)
+	cancel()
+	if err == nil {
+		permit.Succeeded()
+		return v, nil
+	}
+	var fb Forbidden
+	if errors.As(err, &fb) {
+		permit.Forbidden(fb.OriginForbidden())
+	} else {
+		permit.Failed()
+	}
+	if cerr := ctx.Err(); cerr != nil {
+		return zero, cerr
+	}
+	return v, err
+}
+
+// sleep waits for d or until ctx is done, returning ctx.Err() in that case.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
