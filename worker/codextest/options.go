@@ -1,0 +1,73 @@
+package codextest
+
+import (
+	"flag"
+	"math"
+	"time"
+)
+
+// DefaultWords is the answer length when Options.Words is 0.
+const DefaultWords = 8
+
+// Options configure a Server. The zero value is a healthy, instant, unlimited origin that answers
+// with DefaultWords words.
+type Options struct {
+	// Latency is the time from response.create to response.completed. 0 = instant.
+	Latency time.Duration
+	// TTFT is the time to the first response.output_text.delta; it is raised to Latency when it
+	// exceeds it. 0 spaces the deltas evenly: with Latency L and W words, delta i comes at
+	// (i+1)·L/(W+1) and response.completed at L. With TTFT > 0 the first delta comes at TTFT and
+	// the rest, then the completion, are spaced evenly up to Latency.
+	TTFT time.Duration
+	// Words is the answer length in words. 0 = DefaultWords.
+	Words int
+	// UpgradeRate is how many new upgrades per second the token bucket accepts; above it upgrades
+	// get 403. 0 = unlimited.
+	UpgradeRate float64
+	// UpgradeBurst is the bucket size. 0 = max(1, ceil(UpgradeRate)).
+	UpgradeBurst int
+	// RetryAfter is sent (whole seconds, rounded up) as Retry-After with rate-limit 403s.
+	// 0 = header absent.
+	RetryAfter time.Duration
+	// MaxConns caps concurrently open sockets; upgrades above it get 503. 0 = unlimited.
+	MaxConns int
+	// MaxConnAge is a socket's lifetime. At expiry the server sends the error event
+	// {"type":"error","status":400,"error":{"type":"invalid_request_error",
+	// "code":"websocket_connection_limit_reached",...}}, then a Close frame, and closes the socket,
+	// even while a response is in flight. 0 = never.
+	MaxConnAge time.Duration
+	// Token, when set, makes upgrades whose Authorization header is not "Bearer "+Token fail with
+	// 401 and a JSON body (which never echoes the header).
+	Token string
+	// Logf, when set, receives one line per notable event (rejections, faults). nil = silent.
+	Logf func(format string, args ...any)
+}
+
+func (o Options) words() int {
+	if o.Words <= 0 {
+		return DefaultWords
+	}
+	return o.Words
+}
+
+func defaultBurst(rate float64, burst int) int {
+	if burst > 0 {
+		return burst
+	}
+	return max(1, int(math.Ceil(rate)))
+}
+
+// BindFlags registers the options as flags on fs, with the current field values as defaults:
+// --latency --ttft --words --upgrade-rate --upgrade-burst --retry-after --max-conns
+// --max-conn-age --token.
+func (o *Options) BindFlags(fs *flag.FlagSet) {
+	fs.DurationVar(&o.Latency, "latency", o.Latency, "time from response.create to response.completed")
+	fs.DurationVar(&o.TTFT, "ttft", o.TTFT, "time to the first text delta (0 = evenly spaced)")
+	fs.IntVar(&o.Words, "words", o.Words, "answer length in words (0 = 8)")
+	fs.Float64Var(&o.UpgradeRate, "upgrade-rate", o.UpgradeRate, "new WebSocket upgrades accepted per second, above it 403 (0 = unlimited)")
+	fs.IntVar(&o.UpgradeBurst, "upgrade-burst", o.UpgradeBurst, "upgrade token bucket size (0 = max(1, ceil(rate)))")
+	fs.DurationVar(&o.RetryAfter, "retry-after", o.RetryAfter, "Retry-After sent with rate-limit 403s (0 = none)")
+	fs.IntVar(&o.MaxConns, "max-conns", o.MaxConns, "open socket cap, above it 503 (0 = unlimited)")
+	fs.DurationVar(&o.MaxConnAge, "max-conn-age", o.MaxConnAge, "socket lifetime before websocket_connection_limit_reached (0 = never)")
+	fs.StringVar(&o.Token, "token", o.Token, "required bearer token (empty = any)")
+}

@@ -1,0 +1,538 @@
+package codextest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"golang.org/x/time/rate"
+)
+
+// OriginPath is the path of URL. Any path outside ControlURL is served as the origin, so
+// /v1/responses works as well.
+const OriginPath = "/backend-api/codex/responses"
+
+// writeTimeout bounds one frame write, so a client that stops reading cannot pin a goroutine.
+const writeTimeout = 10 * time.Second
+
+// maxFrame is the largest client frame read.
+const maxFrame = 16 << 20
+
+// A Server is a Codex origin listening on a loopback (or given) address, serving WebSocket
+// upgrades on every path except those under /_sim, which are its HTTP control endpoints.
+// All methods are safe for concurrent use.
+type Server struct {
+	// URL is the origin's WebSocket URL, "ws://127.0.0.1:PORT/backend-api/codex/responses".
+	URL string
+	// ControlURL is the base of the HTTP control endpoints, "http://127.0.0.1:PORT/_sim".
+	ControlURL string
+	// Listener is the server's listener; Close closes it.
+	Listener net.Listener
+
+	opts     Options
+	upgrader websocket.Upgrader
+	srv      *http.Server
+	c        counters
+	ids      atomic.Uint64
+	wg       sync.WaitGroup // Serve, live HTTP connections, origin handlers and their sessions
+
+	mu         sync.Mutex
+	closed     bool
+	limiter    *rate.Limiter // nil = unlimited
+	retryAfter time.Duration // with rate-limit 403s
+	rejects    []rejectRule
+	faults     []faultRule
+	upFaults   []faultRule
+	lastHeader http.Header
+	httpConns  map[net.Conn]struct{} // accepted, not yet hijacked or closed
+	conns      map[net.Conn]struct{} // hijacked: upgraded sockets and hung upgrades
+	open       int64                 // upgraded sockets registered
+	pending    int64                 // upgrades admitted but not yet registered
+	peak       int64
+	idle       chan struct{} // closed (and replaced) whenever open drops to 0
+}
+
+type rejectRule struct {
+	n          int
+	status     int
+	retryAfter time.Duration
+}
+
+type faultRule struct {
+	n int
+	f Fault
+}
+
+// NewServer starts a Server on 127.0.0.1:0 and returns it serving. It panics if it cannot listen,
+// as httptest.NewServer does.
+func NewServer(opts Options) *Server {
+	s, err := Listen("127.0.0.1:0", opts)
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// Listen starts a Server on addr (host:port; "" = "127.0.0.1:0"), for `codexpool sim --addr`.
+// When addr's host is unspecified, URL and ControlURL name 127.0.0.1.
+func Listen(addr string, opts Options) (*Server, error) {
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("codextest: listen: %w", err)
+	}
+	s := &Server{
+		Listener:  ln,
+		opts:      opts,
+		httpConns: make(map[net.Conn]struct{}),
+		conns:     make(map[net.Conn]struct{}),
+		idle:      make(chan struct{}),
+		upgrader: websocket.Upgrader{
+			HandshakeTimeout: 15 * time.Second,
+			CheckOrigin:      func(*http.Request) bool { return true },
+		},
+		retryAfter: opts.RetryAfter,
+	}
+	s.SetUpgradeLimit(opts.UpgradeRate, opts.UpgradeBurst)
+	host := hostPort(ln.Addr())
+	s.URL = "ws://" + host + OriginPath
+	s.ControlURL = "http://" + host + controlPrefix
+	s.srv = &http.Server{
+		Handler:           http.HandlerFunc(s.serveHTTP),
+		ReadHeaderTimeout: 15 * time.Second,
+		ConnState:         s.connState,
+		ErrorLog:          nil,
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		_ = s.srv.Serve(ln) // returns http.ErrServerClosed on Close
+	}()
+	return s, nil
+}
+
+func hostPort(a net.Addr) string {
+	ta, ok := a.(*net.TCPAddr)
+	if !ok {
+		return a.String()
+	}
+	ip := ta.IP
+	if ip.IsUnspecified() {
+		ip = net.IPv4(127, 0, 0, 1)
+	}
+	return net.JoinHostPort(ip.String(), strconv.Itoa(ta.Port))
+}
+
+// connState accounts for the HTTP server's connection goroutines so Close can wait for them,
+// as httptest does.
+func (s *Server) connState(c net.Conn, st http.ConnState) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch st {
+	case http.StateNew:
+		if s.closed {
+			c.Close()
+			return
+		}
+		s.httpConns[c] = struct{}{}
+		s.wg.Add(1)
+	case http.StateHijacked, http.StateClosed:
+		if _, ok := s.httpConns[c]; ok {
+			delete(s.httpConns, c)
+			s.wg.Done()
+		}
+	}
+}
+
+// Close closes the listener and every connection, and waits for all of the server's goroutines.
+func (s *Server) Close() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = true
+	s.mu.Unlock()
+	s.srv.Close()
+	s.CloseClientConnections()
+	s.wg.Wait()
+}
+
+// CloseClientConnections drops every open socket and every hung upgrade: a TCP close, no Close
+// frame. The server keeps listening.
+func (s *Server) CloseClientConnections() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		c.Close()
+	}
+}
+
+// Stats returns a snapshot of the counters.
+func (s *Server) Stats() Stats {
+	s.mu.Lock()
+	open, peak := s.open, s.peak
+	s.mu.Unlock()
+	return Stats{
+		UpgradesAccepted: s.c.upgradesAccepted.Load(),
+		UpgradesRejected: s.c.upgradesRejected.Load(),
+		Rejected403:      s.c.rejected403.Load(),
+		Responses:        s.c.responses.Load(),
+		Completed:        s.c.completed.Load(),
+		ReusedResponses:  s.c.reused.Load(),
+		BusyRejected:     s.c.busy.Load(),
+		Faults:           s.c.faults.Load(),
+		OpenSockets:      open,
+		PeakOpenSockets:  peak,
+	}
+}
+
+// ResetStats zeroes the counters; PeakOpenSockets restarts from the sockets open now.
+func (s *Server) ResetStats() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.c.reset()
+	s.peak = s.open
+}
+
+// Reset zeroes the counters (as ResetStats) and forgets every pending RejectNext, FaultNext and
+// InjectUpgradeFault. Limits and options stay.
+func (s *Server) Reset() {
+	s.mu.Lock()
+	s.rejects, s.faults, s.upFaults = nil, nil, nil
+	s.mu.Unlock()
+	s.ResetStats()
+}
+
+// SetUpgradeLimit replaces the upgrade token bucket with a full one of burst tokens refilled at
+// r per second. r <= 0 removes the limit; burst <= 0 means max(1, ceil(r)).
+func (s *Server) SetUpgradeLimit(r float64, burst int) {
+	var lim *rate.Limiter
+	if r > 0 && !math.IsInf(r, 1) {
+		lim = rate.NewLimiter(rate.Limit(r), defaultBurst(r, burst))
+	}
+	s.mu.Lock()
+	s.limiter = lim
+	s.mu.Unlock()
+}
+
+// SetRetryAfter changes the Retry-After sent with rate-limit 403s (0 = none).
+func (s *Server) SetRetryAfter(d time.Duration) {
+	s.mu.Lock()
+	s.retryAfter = d
+	s.mu.Unlock()
+}
+
+// RejectNext makes the next n upgrades fail with HTTP status (e.g. 401, 403, 426, 429, 500) and a
+// JSON body {"error":{"message":...,"type":...,"code":...}}, with Retry-After (whole seconds,
+// rounded up) when retryAfter > 0. Calls queue up: rules apply in the order they were given.
+// RejectNext is checked before the token check, MaxConns and the rate limit, and consumes no
+// rate-limit token.
+func (s *Server) RejectNext(n int, status int, retryAfter time.Duration) {
+	if n <= 0 {
+		return
+	}
+	s.mu.Lock()
+	s.rejects = append(s.rejects, rejectRule{n: n, status: status, retryAfter: retryAfter})
+	s.mu.Unlock()
+}
+
+// FaultNext applies f to the next n responses started on any socket (a request's metadata
+// "sim_fault" takes precedence and does not consume one). Upgrade-level faults
+// (FaultHangUpgrade) are forwarded to InjectUpgradeFault. Calls queue up in order.
+func (s *Server) FaultNext(n int, f Fault) {
+	if f == FaultHangUpgrade {
+		s.InjectUpgradeFault(n, f)
+		return
+	}
+	if n <= 0 {
+		return
+	}
+	s.mu.Lock()
+	s.faults = append(s.faults, faultRule{n: n, f: f})
+	s.mu.Unlock()
+}
+
+// InjectUpgradeFault applies an upgrade-level fault to the next n upgrades:
+// FaultHangUpgrade (never answer), FaultDrop (TCP close before answering), FaultClose1008 (101,
+// then Close 1008 at once), FaultConnLimit (101, then the websocket_connection_limit_reached
+// event and a close). Other faults are ignored. Upgrade faults come before RejectNext.
+func (s *Server) InjectUpgradeFault(n int, f Fault) {
+	if n <= 0 || !f.Upgrade() {
+		return
+	}
+	s.mu.Lock()
+	s.upFaults = append(s.upFaults, faultRule{n: n, f: f})
+	s.mu.Unlock()
+}
+
+// WaitIdle waits until no upgraded socket is open, or ctx ends (returning ctx.Err()).
+func (s *Server) WaitIdle(ctx context.Context) error {
+	for {
+		s.mu.Lock()
+		if s.open == 0 {
+			s.mu.Unlock()
+			return nil
+		}
+		ch := s.idle
+		s.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// LastUpgradeHeader returns a copy of the headers of the latest upgrade request (nil before the
+// first), so tests can check what a client sends.
+func (s *Server) LastUpgradeHeader() http.Header {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastHeader.Clone()
+}
+
+func (s *Server) logf(format string, args ...any) {
+	if s.opts.Logf != nil {
+		s.opts.Logf(format, args...)
+	}
+}
+
+func popFault(q *[]faultRule) Fault {
+	if len(*q) == 0 {
+		return FaultNone
+	}
+	r := &(*q)[0]
+	f := r.f
+	if r.n--; r.n <= 0 {
+		*q = (*q)[1:]
+	}
+	return f
+}
+
+func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == controlPrefix || strings.HasPrefix(r.URL.Path, controlPrefix+"/") {
+		s.serveControl(w, r)
+		return
+	}
+	s.serveOrigin(w, r)
+}
+
+func (s *Server) serveOrigin(w http.ResponseWriter, r *http.Request) {
+	if !websocket.IsWebSocketUpgrade(r) {
+		writeError(w, http.StatusUpgradeRequired, 0, "upgrade_required", "This endpoint only accepts WebSocket upgrades.")
+		return
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		writeError(w, http.StatusServiceUnavailable, 0, "server_closed", "The server is shutting down.")
+		return
+	}
+	s.wg.Add(1) // the HTTP connection's own count is held, so this never races Close's Wait
+	defer s.wg.Done()
+	s.lastHeader = r.Header.Clone()
+	uf := popFault(&s.upFaults)
+	var rej rejectRule
+	if uf == FaultNone && len(s.rejects) > 0 {
+		q := &s.rejects[0]
+		rej = *q
+		if q.n--; q.n <= 0 {
+			s.rejects = s.rejects[1:]
+		}
+	}
+	s.mu.Unlock()
+
+	switch {
+	case uf == FaultHangUpgrade || uf == FaultDrop:
+		s.c.faults.Add(1)
+		s.c.upgradesRejected.Add(1)
+		s.logf("codextest: upgrade fault %s", uf)
+		s.hijackAndHold(w, uf == FaultHangUpgrade)
+		return
+	case rej.status != 0:
+		s.reject(w, rej.status, rej.retryAfter, "", "")
+		return
+	case s.opts.Token != "" && r.Header.Get("Authorization") != "Bearer "+s.opts.Token:
+		s.reject(w, http.StatusUnauthorized, 0, "invalid_api_key", "Missing or invalid bearer token.")
+		return
+	}
+
+	s.mu.Lock()
+	if s.opts.MaxConns > 0 && s.open+s.pending >= int64(s.opts.MaxConns) {
+		s.mu.Unlock()
+		s.reject(w, http.StatusServiceUnavailable, 0, "too_many_connections", "Too many open connections.")
+		return
+	}
+	if s.limiter != nil && !s.limiter.Allow() {
+		ra := s.retryAfter
+		s.mu.Unlock()
+		s.reject(w, http.StatusForbidden, ra, "websocket_upgrade_rate_limited", "Too many WebSocket connection attempts; slow down.")
+		return
+	}
+	s.pending++
+	s.mu.Unlock()
+
+	ws, err := s.upgrader.Upgrade(w, r, nil)
+	if err != nil {
+		s.mu.Lock()
+		s.pending--
+		s.mu.Unlock()
+		s.c.upgradesRejected.Add(1) // the upgrader has answered with an HTTP error
+		s.logf("codextest: upgrade failed: %v", err)
+		return
+	}
+	s.c.upgradesAccepted.Add(1)
+	ws.SetReadLimit(maxFrame)
+	nc := ws.NetConn()
+	if !s.register(nc) {
+		nc.Close()
+		return
+	}
+	defer s.unregister(nc)
+	defer nc.Close()
+
+	switch uf {
+	case FaultClose1008:
+		s.c.faults.Add(1)
+		writeClose(ws, websocket.ClosePolicyViolation, "policy violation (simulated)")
+		return
+	case FaultConnLimit:
+		s.c.faults.Add(1)
+		sc := &session{s: s, ws: ws}
+		if sc.write(nil, connLimitEvent()) == nil {
+			writeClose(ws, websocket.CloseNormalClosure, codeConnLimit)
+		}
+		return
+	}
+	newSession(s, ws).serve()
+}
+
+// register records an upgraded socket; false if the server closed meanwhile.
+func (s *Server) register(nc net.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pending--
+	if s.closed {
+		return false
+	}
+	s.conns[nc] = struct{}{}
+	s.open++
+	s.peak = max(s.peak, s.open)
+	return true
+}
+
+func (s *Server) unregister(nc net.Conn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.conns, nc)
+	s.open--
+	if s.open == 0 {
+		close(s.idle)
+		s.idle = make(chan struct{})
+	}
+}
+
+// hijackAndHold takes the TCP connection without answering. hold keeps it (reading and
+// discarding) until the peer or the server closes it; otherwise it is closed at once.
+func (s *Server) hijackAndHold(w http.ResponseWriter, hold bool) {
+	nc, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		s.logf("codextest: hijack: %v", err)
+		return
+	}
+	if !hold {
+		nc.Close()
+		return
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		nc.Close()
+		return
+	}
+	s.conns[nc] = struct{}{}
+	s.mu.Unlock()
+	_, _ = io.Copy(io.Discard, nc)
+	nc.Close()
+	s.mu.Lock()
+	delete(s.conns, nc)
+	s.mu.Unlock()
+}
+
+// reject answers an upgrade with status and a JSON error body, and counts it.
+func (s *Server) reject(w http.ResponseWriter, status int, retryAfter time.Duration, code, msg string) {
+	s.c.upgradesRejected.Add(1)
+	if status == http.StatusForbidden {
+		s.c.rejected403.Add(1)
+	}
+	s.logf("codextest: upgrade rejected with %d", status)
+	if code == "" {
+		code, msg = rejectText(status)
+	}
+	writeError(w, status, retryAfter, code, msg)
+}
+
+func rejectText(status int) (code, msg string) {
+	switch {
+	case status == http.StatusUnauthorized:
+		return "invalid_api_key", "Your authentication token is invalid or expired (simulated)."
+	case status == http.StatusForbidden:
+		return "forbidden", "Forbidden (simulated)."
+	case status == http.StatusUpgradeRequired:
+		return "upgrade_required", "WebSockets are not available for this account (simulated)."
+	case status == http.StatusTooManyRequests:
+		return "rate_limit_exceeded", "Rate limit reached (simulated)."
+	case status >= 500:
+		return "server_error", "The server had an error (simulated)."
+	}
+	return "error", http.StatusText(status) + " (simulated)."
+}
+
+// errorType is the "type" of the OpenAI error body for status.
+func errorType(status int) string {
+	switch {
+	case status == http.StatusTooManyRequests:
+		return "rate_limit_error"
+	case status >= 500:
+		return "server_error"
+	case status == http.StatusUnauthorized:
+		return "authentication_error"
+	case status == http.StatusForbidden:
+		return "permission_error"
+	}
+	return "invalid_request_error"
+}
+
+func writeError(w http.ResponseWriter, status int, retryAfter time.Duration, code, msg string) {
+	if retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.FormatInt(int64(math.Ceil(retryAfter.Seconds())), 10))
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	var body struct {
+		Error struct {
+			Message string `json:"message"`
+			Type    string `json:"type"`
+			Code    string `json:"code"`
+		} `json:"error"`
+	}
+	body.Error.Message, body.Error.Type, body.Error.Code = msg, errorType(status), code
+	_ = json.NewEncoder(w).Encode(&body)
+}
+
+func writeClose(ws *websocket.Conn, code int, text string) {
+	_ = ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, text), time.Now().Add(writeTimeout))
+}

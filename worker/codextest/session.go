@@ -1,0 +1,269 @@
+package codextest
+
+import (
+	"encoding/json"
+	"strconv"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+// A session serves one upgraded socket with two goroutines: the origin handler's goroutine reads
+// frames (so a second response.create is seen while a response runs, and pings are answered),
+// and run owns every data-frame write and all timing — one timer per socket, no goroutine per
+// word or per response.
+type session struct {
+	s          *Server
+	ws         *websocket.Conn
+	frames     chan []byte   // text frames, reader -> run
+	readerDone chan struct{} // closed when the reader stops
+	done       chan struct{} // closed when run returns
+	served     int           // responses started on this socket
+}
+
+// generation is the response in flight on a session.
+type generation struct {
+	start time.Time
+	steps []step
+	idx   int
+	seq   int
+}
+
+func newSession(s *Server, ws *websocket.Conn) *session {
+	return &session{
+		s:          s,
+		ws:         ws,
+		frames:     make(chan []byte),
+		readerDone: make(chan struct{}),
+		done:       make(chan struct{}),
+	}
+}
+
+// serve runs the session until the socket closes; the caller closes the connection afterwards.
+func (sc *session) serve() {
+	sc.s.wg.Add(1)
+	go func() {
+		defer sc.s.wg.Done()
+		sc.run()
+	}()
+	sc.read()
+	close(sc.readerDone)
+	<-sc.done
+}
+
+func (sc *session) read() {
+	for {
+		typ, data, err := sc.ws.ReadMessage()
+		if err != nil {
+			return
+		}
+		if typ != websocket.TextMessage {
+			continue
+		}
+		select {
+		case sc.frames <- data:
+		case <-sc.done:
+			return
+		}
+	}
+}
+
+// close drops the TCP connection, which also ends the reader.
+func (sc *session) close() { sc.ws.NetConn().Close() }
+
+func (sc *session) run() {
+	defer close(sc.done)
+	defer sc.close()
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	var ageC <-chan time.Time
+	if age := sc.s.opts.MaxConnAge; age > 0 {
+		t := time.NewTimer(age)
+		defer t.Stop()
+		ageC = t.C
+	}
+	var g *generation
+	for {
+		var ok bool
+		select {
+		case data := <-sc.frames:
+			g, ok = sc.frame(g, data, timer)
+		case <-timer.C:
+			g, ok = sc.advance(g, timer)
+		case <-ageC:
+			sc.s.logf("codextest: socket reached its maximum age")
+			if sc.write(g, connLimitEvent()) == nil {
+				writeClose(sc.ws, websocket.CloseNormalClosure, codeConnLimit)
+			}
+			return
+		case <-sc.readerDone:
+			return
+		}
+		if !ok {
+			return
+		}
+	}
+}
+
+// frame handles one client text frame. It returns the generation in flight afterwards and
+// false when the socket must close.
+func (sc *session) frame(g *generation, data []byte, timer *time.Timer) (*generation, bool) {
+	var req struct {
+		Type string `json:"type"`
+		genRequest
+	}
+	if err := json.Unmarshal(data, &req); err != nil {
+		return g, sc.write(g, badRequestEvent("The frame is not a JSON object: "+err.Error())) == nil
+	}
+	if req.Type != "response.create" {
+		return g, true // response.processed and anything else unknown
+	}
+	if g != nil {
+		sc.s.c.busy.Add(1)
+		return g, sc.write(g, busyEvent()) == nil
+	}
+	p, err := sc.s.plan(req.Metadata)
+	if err != nil {
+		return nil, sc.write(nil, badRequestEvent(err.Error())) == nil
+	}
+	s := sc.s
+	s.c.responses.Add(1)
+	if sc.served > 0 {
+		s.c.reused.Add(1)
+	}
+	sc.served++
+	if p.fault != FaultNone {
+		s.c.faults.Add(1)
+		s.logf("codextest: response fault %s", p.fault)
+	}
+	n := s.ids.Add(1)
+	id := strconv.FormatUint(n, 16)
+	now := time.Now()
+	prompt := promptOfInput(req.Input)
+	g = &generation{start: now, steps: buildSteps(p, &req.genRequest, prompt, "resp_sim"+id, "msg_sim"+id, now)}
+	return sc.advance(g, timer)
+}
+
+// plan resolves a response's settings: Options, overridden by metadata sim_latency_ms,
+// sim_ttft_ms, sim_words and sim_fault; without sim_fault, the next FaultNext fault.
+func (s *Server) plan(md map[string]string) (plan, error) {
+	p := plan{latency: s.opts.Latency, ttft: s.opts.TTFT, words: s.opts.words()}
+	ms := func(key string, d *time.Duration) error {
+		v, ok := md[key]
+		if !ok {
+			return nil
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return errBadMetadata(key, v)
+		}
+		*d = time.Duration(n) * time.Millisecond
+		return nil
+	}
+	if err := ms("sim_latency_ms", &p.latency); err != nil {
+		return p, err
+	}
+	if err := ms("sim_ttft_ms", &p.ttft); err != nil {
+		return p, err
+	}
+	if v, ok := md["sim_words"]; ok {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			return p, errBadMetadata("sim_words", v)
+		}
+		p.words = n
+	}
+	if v, ok := md["sim_fault"]; ok {
+		f, err := ParseFault(v)
+		if err != nil || f == FaultHangUpgrade {
+			return p, errBadMetadata("sim_fault", v)
+		}
+		p.fault = f
+	} else {
+		s.mu.Lock()
+		p.fault = popFault(&s.faults)
+		s.mu.Unlock()
+	}
+	if p.ttft > p.latency {
+		p.latency = p.ttft
+	}
+	return p, nil
+}
+
+type metadataError struct{ key, value string }
+
+func (e *metadataError) Error() string {
+	return "codextest: bad metadata " + e.key + "=" + strconv.Quote(e.value)
+}
+
+func errBadMetadata(key, value string) error { return &metadataError{key, value} }
+
+// advance executes every step that is due and arms the timer for the next one. It returns the
+// generation still in flight (nil when finished) and false when the socket must close.
+func (sc *session) advance(g *generation, timer *time.Timer) (*generation, bool) {
+	if g == nil {
+		return nil, true
+	}
+	elapsed := time.Since(g.start)
+	for g.idx < len(g.steps) {
+		st := &g.steps[g.idx]
+		if st.at > elapsed {
+			timer.Reset(st.at - elapsed)
+			return g, true
+		}
+		if st.op == opStall {
+			return g, true // busy until the socket closes
+		}
+		g.idx++
+		if !sc.exec(g, st) {
+			return nil, false
+		}
+	}
+	return nil, true
+}
+
+func (sc *session) exec(g *generation, st *step) bool {
+	switch st.op {
+	case opText:
+		if sc.write(g, st.ev) != nil {
+			return false
+		}
+		if re, ok := st.ev.(*responseEvent); ok && re.Type == evCompleted {
+			sc.s.c.completed.Add(1)
+		}
+		return true
+	case opRaw, opBinary:
+		typ := websocket.TextMessage
+		if st.op == opBinary {
+			typ = websocket.BinaryMessage
+		}
+		_ = sc.ws.SetWriteDeadline(time.Now().Add(writeTimeout))
+		return sc.ws.WriteMessage(typ, st.raw) == nil
+	case opCloseConn:
+		if sc.write(g, st.ev) == nil {
+			writeClose(sc.ws, websocket.CloseNormalClosure, codeConnLimit)
+		}
+		return false
+	case opClose1008:
+		writeClose(sc.ws, websocket.ClosePolicyViolation, "policy violation (simulated)")
+		return false
+	}
+	return false // opDrop
+}
+
+// write sends ev as one text frame, numbered in g's sequence (0 outside a response).
+func (sc *session) write(g *generation, ev sequenced) error {
+	seq := 0
+	if g != nil {
+		seq = g.seq
+		g.seq++
+	}
+	ev.setSeq(seq)
+	b, err := json.Marshal(ev)
+	if err != nil {
+		return err
+	}
+	_ = sc.ws.SetWriteDeadline(time.Now().Add(writeTimeout))
+	return sc.ws.WriteMessage(websocket.TextMessage, b)
+}
