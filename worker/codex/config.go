@@ -1,0 +1,117 @@
+package codex
+
+import (
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/codexpool/codexpool/gate"
+)
+
+// Defaults of Config.
+const (
+	DefaultURL         = "https://chatgpt.com/backend-api/codex/responses"
+	DefaultMaxIdle     = 256
+	DefaultMaxAge      = 55 * time.Minute
+	DefaultIdleExpiry  = 4 * time.Minute
+	DefaultIdleTimeout = 5 * time.Minute
+	DefaultVersion     = "dev"
+)
+
+// BetaHeader is the OpenAI-Beta value that selects the Responses WebSocket protocol.
+const BetaHeader = "responses_websockets=2026-02-06"
+
+// Originator is sent in the originator header and the User-Agent.
+const Originator = "codexpool"
+
+// Config configures a Client. Zero values are the documented defaults; only Token is required.
+type Config struct {
+	// URL is the origin. http(s):// becomes ws(s)://; ws(s):// is used as it is.
+	// Default DefaultURL.
+	URL string
+	// Token is the bearer token (API key or ChatGPT access token). Required; see ResolveCredentials.
+	Token string
+	// AccountID is sent as ChatGPT-Account-Id when set.
+	AccountID string
+	// Gate paces new upgrades. Nil means gate.New(gate.Config{Mode: gate.Off}).
+	Gate *gate.Gate
+	// Policy is the connect policy around the gate (403 cooldown, per-attempt timeout).
+	Policy gate.Policy
+	// NoReuse makes every generation open (and close) its own socket. Default false: sockets are
+	// pooled after response.completed.
+	NoReuse bool
+	// MaxIdle bounds the idle pooled sockets; the least recently used one is closed first.
+	// Default DefaultMaxIdle (256).
+	MaxIdle int
+	// MaxAge: a socket older than this is not leased again (the origin ends sockets after 60 min).
+	// Default DefaultMaxAge (55m).
+	MaxAge time.Duration
+	// IdleExpiry: an idle pooled socket unused this long is closed. Default DefaultIdleExpiry (4m).
+	IdleExpiry time.Duration
+	// IdleTimeout is the longest wait for the first event and between events (also bounds the
+	// write of the request). Default DefaultIdleTimeout (5m).
+	IdleTimeout time.Duration
+	// Version is sent as the version header and in the User-Agent. Default DefaultVersion ("dev").
+	Version string
+	// Logger receives debug logs. Nil discards them. The token is never logged.
+	Logger *slog.Logger
+}
+
+// withDefaults returns cfg with defaults filled in and the URL normalised, or an error.
+func (cfg Config) withDefaults() (Config, error) {
+	if cfg.Token == "" {
+		return cfg, fmt.Errorf("codex: no token configured (set CODEXPOOL_CODEX_TOKEN or log in with the Codex CLI)")
+	}
+	if cfg.URL == "" {
+		cfg.URL = DefaultURL
+	}
+	u, err := wsURL(cfg.URL)
+	if err != nil {
+		return cfg, err
+	}
+	cfg.URL = u
+	if cfg.Gate == nil {
+		cfg.Gate = gate.New(gate.Config{Mode: gate.Off})
+	}
+	if cfg.MaxIdle <= 0 {
+		cfg.MaxIdle = DefaultMaxIdle
+	}
+	if cfg.MaxAge <= 0 {
+		cfg.MaxAge = DefaultMaxAge
+	}
+	if cfg.IdleExpiry <= 0 {
+		cfg.IdleExpiry = DefaultIdleExpiry
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = DefaultIdleTimeout
+	}
+	if cfg.Version == "" {
+		cfg.Version = DefaultVersion
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return cfg, nil
+}
+
+// wsURL turns an http(s) or ws(s) origin URL into its ws(s) form.
+func wsURL(raw string) (string, error) {
+	u, err := url.Parse(strings.TrimSpace(raw))
+	if err != nil {
+		return "", fmt.Errorf("codex: bad origin URL: %w", err)
+	}
+	switch strings.ToLower(u.Scheme) {
+	case "http", "ws":
+		u.Scheme = "ws"
+	case "https", "wss":
+		u.Scheme = "wss"
+	default:
+		return "", fmt.Errorf("codex: origin URL %q: scheme must be http, https, ws or wss", u.Redacted())
+	}
+	if u.Host == "" {
+		return "", fmt.Errorf("codex: origin URL %q has no host", u.Redacted())
+	}
+	return u.String(), nil
+}

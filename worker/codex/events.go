@@ -1,0 +1,270 @@
+package codex
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/codexpool/codexpool/schemas"
+)
+
+// Event types the client acts on.
+const (
+	typeCompleted  = "response.completed"
+	typeFailed     = "response.failed"
+	typeIncomplete = "response.incomplete"
+	typeError      = "error"
+	typeRateLimits = "codex.rate_limits"
+
+	// codeConnLimit is the error the origin sends before it ends a socket at its maximum age.
+	codeConnLimit = "websocket_connection_limit_reached"
+)
+
+// Event is one upstream event.
+type Event struct {
+	Type string // the event's "type", e.g. "response.output_text.delta"
+	Data []byte // the frame exactly as received; the callee may keep it
+}
+
+// eventType returns the "type" of an event frame, or an error when the frame is not a JSON object
+// with a string type.
+func eventType(data []byte) (string, error) {
+	var head struct {
+		Type string `json:"type"`
+	}
+	if err := json.Unmarshal(data, &head); err != nil {
+		return "", err
+	}
+	return head.Type, nil
+}
+
+// isRateLimitsFrame reports whether data is a codex.rate_limits event; cheap for the common case.
+func isRateLimitsFrame(data []byte) bool {
+	if !bytes.Contains(data, []byte(typeRateLimits)) {
+		return false
+	}
+	t, err := eventType(data)
+	return err == nil && t == typeRateLimits
+}
+
+// errorEvent is the liberal shape of an "error" event and of the error inside response.failed.
+type errorEvent struct {
+	Status  json.RawMessage `json:"status"`
+	Error   json.RawMessage `json:"error"`
+	Headers map[string]any  `json:"headers"`
+	// Some servers put code and message at the top level.
+	Code    json.RawMessage `json:"code"`
+	Message json.RawMessage `json:"message"`
+}
+
+// errorDetail is the inside of "error".
+type errorDetail struct {
+	Type     json.RawMessage `json:"type"`
+	Code     json.RawMessage `json:"code"`
+	Message  json.RawMessage `json:"message"`
+	ResetsAt json.RawMessage `json:"resets_at"`
+}
+
+// str returns a JSON string or number as text; "" for null, absent or anything else.
+func str(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var n json.Number
+	if json.Unmarshal(raw, &n) == nil {
+		return n.String()
+	}
+	return ""
+}
+
+// num returns a JSON number (or numeric string) as float64, ok=false otherwise.
+func num(raw json.RawMessage) (float64, bool) {
+	s := str(raw)
+	if s == "" {
+		return 0, false
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	return f, err == nil
+}
+
+// detail decodes an "error" value that may be an object or a plain string.
+func detail(raw json.RawMessage) errorDetail {
+	var d errorDetail
+	if len(raw) == 0 {
+		return d
+	}
+	if json.Unmarshal(raw, &d) != nil {
+		d = errorDetail{Message: raw}
+	}
+	return d
+}
+
+// connLimitEvent reports whether an error event says the socket reached its connection limit.
+func connLimitEvent(data []byte) bool {
+	if !bytes.Contains(data, []byte(codeConnLimit)) {
+		return false
+	}
+	var ev errorEvent
+	if json.Unmarshal(data, &ev) != nil {
+		return false
+	}
+	d := detail(ev.Error)
+	return str(d.Code) == codeConnLimit || str(d.Type) == codeConnLimit || str(ev.Code) == codeConnLimit
+}
+
+// mapErrorEvent maps an "error" event to the contract error.
+func mapErrorEvent(data []byte, r redactor, now time.Time) *schemas.Error {
+	var ev errorEvent
+	if err := json.Unmarshal(data, &ev); err != nil {
+		return upstreamError("bad error event from origin")
+	}
+	d := detail(ev.Error)
+	typ, code := str(d.Type), str(d.Code)
+	if code == "" {
+		code = str(ev.Code)
+	}
+	msg := str(d.Message)
+	if msg == "" {
+		msg = str(ev.Message)
+	}
+	upstreamCode := code
+	if upstreamCode == "" {
+		upstreamCode = typ
+	}
+	status := 0
+	if f, ok := num(ev.Status); ok {
+		status = int(f)
+	}
+	if status < 400 || status > 599 {
+		status = 502
+	}
+	e := &schemas.Error{Status: status, Code: schemas.CodeUpstreamError, UpstreamCode: r.clean(upstreamCode)}
+	switch {
+	case status == 401:
+		e.Code = schemas.CodeUpstreamUnauthorized
+	case status == 429 || isRateLimitCode(typ) || isRateLimitCode(code):
+		e.Status, e.Code = 429, schemas.CodeUpstreamRateLimited
+		e.RetryAfter = eventRetryAfter(d, ev.Headers, now)
+	}
+	text := r.clean(msg)
+	if text == "" {
+		text = "no message"
+	}
+	e.Message = "codex: origin error: " + text
+	return e
+}
+
+func isRateLimitCode(s string) bool {
+	return s == "rate_limit_exceeded" || s == "usage_limit_reached"
+}
+
+// eventRetryAfter returns when a rate-limited request may be retried: from resets_at (unix
+// seconds), else from a retry-after(-ms) header carried in the event; 0 when unknown.
+func eventRetryAfter(d errorDetail, headers map[string]any, now time.Time) time.Duration {
+	if f, ok := num(d.ResetsAt); ok && f > 0 {
+		at := time.Unix(0, int64(f*float64(time.Second)))
+		if wait := at.Sub(now); wait > 0 {
+			return wait
+		}
+	}
+	for k, v := range headers {
+		s := strings.TrimSpace(fmt.Sprint(v))
+		switch strings.ToLower(k) {
+		case "retry-after-ms":
+			if f, err := strconv.ParseFloat(s, 64); err == nil && f > 0 {
+				return time.Duration(f * float64(time.Millisecond))
+			}
+		case "retry-after":
+			if d := parseRetryAfter(s, now); d > 0 {
+				return d
+			}
+		}
+	}
+	return 0
+}
+
+// parseRetryAfter parses a Retry-After value: seconds (possibly fractional) or an HTTP date.
+func parseRetryAfter(s string, now time.Time) time.Duration {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return 0
+	}
+	if f, err := strconv.ParseFloat(s, 64); err == nil {
+		if f <= 0 {
+			return 0
+		}
+		return time.Duration(f * float64(time.Second))
+	}
+	if t, err := http1Date(s); err == nil {
+		if d := t.Sub(now); d > 0 {
+			return d
+		}
+	}
+	return 0
+}
+
+// mapFailed maps response.failed: 502 with the origin's code and message.
+func mapFailed(data []byte, r redactor) *schemas.Error {
+	var ev struct {
+		Response struct {
+			Error json.RawMessage `json:"error"`
+		} `json:"response"`
+	}
+	if err := json.Unmarshal(data, &ev); err != nil {
+		return upstreamError("bad response.failed event from origin")
+	}
+	d := detail(ev.Response.Error)
+	code := str(d.Code)
+	if code == "" {
+		code = str(d.Type)
+	}
+	msg := r.clean(str(d.Message))
+	if msg == "" {
+		msg = "no message"
+	}
+	e := upstreamError("response failed: %s", msg)
+	e.UpstreamCode = r.clean(code)
+	return e
+}
+
+// mapIncomplete maps response.incomplete: 502 with the reason.
+func mapIncomplete(data []byte, r redactor) *schemas.Error {
+	var ev struct {
+		Response struct {
+			Details struct {
+				Reason json.RawMessage `json:"reason"`
+			} `json:"incomplete_details"`
+		} `json:"response"`
+	}
+	if err := json.Unmarshal(data, &ev); err != nil {
+		return upstreamError("bad response.incomplete event from origin")
+	}
+	reason := r.clean(str(ev.Response.Details.Reason))
+	if reason == "" {
+		reason = "unknown"
+	}
+	e := upstreamError("response incomplete: %s", reason)
+	e.UpstreamCode = reason
+	return e
+}
+
+// completedResponse returns the "response" object of response.completed.
+func completedResponse(data []byte) (json.RawMessage, error) {
+	var ev struct {
+		Response json.RawMessage `json:"response"`
+	}
+	if err := json.Unmarshal(data, &ev); err != nil {
+		return nil, err
+	}
+	if len(ev.Response) == 0 || string(ev.Response) == "null" {
+		return nil, fmt.Errorf("no response object")
+	}
+	return ev.Response, nil
+}
