@@ -59,7 +59,7 @@ type Server struct {
 	open       int64                 // upgraded sockets registered
 	pending    int64                 // upgrades admitted but not yet registered
 	peak       int64
-	idle       chan struct{} // closed (and replaced) whenever open drops to 0
+	closedConn chan struct{} // closed (and replaced) whenever a socket is unregistered
 }
 
 type rejectRule struct {
@@ -94,11 +94,11 @@ func Listen(addr string, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("codextest: listen: %w", err)
 	}
 	s := &Server{
-		Listener:  ln,
-		opts:      opts,
-		httpConns: make(map[net.Conn]struct{}),
-		conns:     make(map[net.Conn]struct{}),
-		idle:      make(chan struct{}),
+		Listener:   ln,
+		opts:       opts,
+		httpConns:  make(map[net.Conn]struct{}),
+		conns:      make(map[net.Conn]struct{}),
+		closedConn: make(chan struct{}),
 		upgrader: websocket.Upgrader{
 			HandshakeTimeout: 15 * time.Second,
 			CheckOrigin:      func(*http.Request) bool { return true },
@@ -279,14 +279,19 @@ func (s *Server) InjectUpgradeFault(n int, f Fault) {
 }
 
 // WaitIdle waits until no upgraded socket is open, or ctx ends (returning ctx.Err()).
-func (s *Server) WaitIdle(ctx context.Context) error {
+// Tests use it after closing their clients to prove nothing leaked.
+func (s *Server) WaitIdle(ctx context.Context) error { return s.WaitOpenSockets(ctx, 0) }
+
+// WaitOpenSockets waits until at most n upgraded sockets are open, or ctx ends (returning
+// ctx.Err()).
+func (s *Server) WaitOpenSockets(ctx context.Context, n int64) error {
 	for {
 		s.mu.Lock()
-		if s.open == 0 {
+		if s.open <= n {
 			s.mu.Unlock()
 			return nil
 		}
-		ch := s.idle
+		ch := s.closedConn
 		s.mu.Unlock()
 		select {
 		case <-ch:
@@ -439,10 +444,8 @@ func (s *Server) unregister(nc net.Conn) {
 	defer s.mu.Unlock()
 	delete(s.conns, nc)
 	s.open--
-	if s.open == 0 {
-		close(s.idle)
-		s.idle = make(chan struct{})
-	}
+	close(s.closedConn)
+	s.closedConn = make(chan struct{})
 }
 
 // hijackAndHold takes the TCP connection without answering. hold keeps it (reading and
