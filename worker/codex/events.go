@@ -66,6 +66,7 @@ type errorDetail struct {
 	Code     json.RawMessage `json:"code"`
 	Message  json.RawMessage `json:"message"`
 	ResetsAt json.RawMessage `json:"resets_at"`
+	ResetsIn json.RawMessage `json:"resets_in_seconds"`
 }
 
 // str returns a JSON string or number as text; "" for null, absent or anything else.
@@ -166,13 +167,17 @@ func isRateLimitCode(s string) bool {
 }
 
 // eventRetryAfter returns when a rate-limited request may be retried: from resets_at (unix
-// seconds), else from a retry-after(-ms) header carried in the event; 0 when unknown.
+// seconds), else resets_in_seconds, else a retry-after(-ms) header carried in the event; 0 when
+// unknown.
 func eventRetryAfter(d errorDetail, headers map[string]any, now time.Time) time.Duration {
 	if f, ok := num(d.ResetsAt); ok && f > 0 {
 		at := time.Unix(0, int64(f*float64(time.Second)))
 		if wait := at.Sub(now); wait > 0 {
 			return wait
 		}
+	}
+	if f, ok := num(d.ResetsIn); ok && f > 0 {
+		return time.Duration(f * float64(time.Second))
 	}
 	for k, v := range headers {
 		s := strings.TrimSpace(fmt.Sprint(v))
