@@ -1,0 +1,63 @@
+package queue
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// embeddedReadyTimeout bounds how long StartEmbedded waits for the server to accept clients.
+const embeddedReadyTimeout = 10 * time.Second
+
+// StartEmbedded starts an in-process NATS server (nats-server/v2, JetStream off) listening on addr,
+// e.g. "127.0.0.1:4222"; port 0 picks a free port (read it back with ClientURL). Other processes can
+// connect to it and join the pool. It returns once the server accepts connections; the caller stops
+// it with Shutdown and WaitForShutdown. Server log lines go to logger (nil: discarded).
+func StartEmbedded(addr string, logger *slog.Logger) (*server.Server, error) {
+	host, portStr, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("queue: embedded NATS address %q: %w", addr, err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil || port < 0 || port > 65535 {
+		return nil, fmt.Errorf("queue: embedded NATS address %q: bad port", addr)
+	}
+	if port == 0 {
+		port = server.RANDOM_PORT
+	}
+	opts := &server.Options{
+		ServerName: "codexpool-embedded",
+		Host:       host,
+		Port:       port,
+		NoSigs:     true,
+		JetStream:  false,
+	}
+	ns, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("queue: embedded NATS: %w", err)
+	}
+	if logger != nil {
+		ns.SetLoggerV2(&serverLogger{log: logger.With("component", "nats-server")}, false, false, false)
+	}
+	ns.Start()
+	if !ns.ReadyForConnections(embeddedReadyTimeout) {
+		ns.Shutdown()
+		ns.WaitForShutdown()
+		return nil, fmt.Errorf("queue: embedded NATS on %s not ready after %s", addr, embeddedReadyTimeout)
+	}
+	return ns, nil
+}
+
+// serverLogger adapts slog to the nats-server logger interface.
+type serverLogger struct{ log *slog.Logger }
+
+func (l *serverLogger) Noticef(format string, v ...any) { l.log.Debug(fmt.Sprintf(format, v...)) }
+func (l *serverLogger) Warnf(format string, v ...any)   { l.log.Warn(fmt.Sprintf(format, v...)) }
+func (l *serverLogger) Fatalf(format string, v ...any)  { l.log.Error(fmt.Sprintf(format, v...)) }
+func (l *serverLogger) Errorf(format string, v ...any)  { l.log.Error(fmt.Sprintf(format, v...)) }
+func (l *serverLogger) Debugf(format string, v ...any)  { l.log.Debug(fmt.Sprintf(format, v...)) }
+func (l *serverLogger) Tracef(format string, v ...any)  { l.log.Debug(fmt.Sprintf(format, v...)) }

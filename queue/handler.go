@@ -1,0 +1,215 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/codexpool/codexpool/schemas"
+)
+
+// forwardProbeTimeout bounds the round trip a draining worker makes to learn whether anybody
+// took a request it handed back.
+const forwardProbeTimeout = 5 * time.Second
+
+// handle runs in micro's handler goroutine, one message at a time, so it never blocks: it refuses,
+// hands back or starts a generation goroutine.
+func (s *Service) handle(req micro.Request) {
+	received := time.Now()
+	if s.testHook != nil {
+		s.testHook()
+	}
+	s.st.requests.Add(1)
+	reply := req.Reply()
+	if reply == "" {
+		s.st.noReply.Add(1)
+		s.log.Warn("request without a reply subject dropped", "subject", req.Subject(), "bytes", len(req.Data()))
+		return
+	}
+	hdr := nats.Header(req.Headers())
+	id := hdr.Get(schemas.HeaderRequestID)
+	if id == "" {
+		id = uuid.NewString()
+	}
+	if n := len(req.Data()); n > s.cfg.MaxRequestBytes {
+		s.refuse(req, id, schemas.Errorf(schemas.CodeRequestTooLarge,
+			"request is %d bytes, more than the %d this worker accepts", n, s.cfg.MaxRequestBytes))
+		return
+	}
+	timeout := s.cfg.RequestTimeout
+	if v := hdr.Get(schemas.HeaderTimeout); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			s.refuse(req, id, schemas.Errorf(schemas.CodeInvalidRequest,
+				"%s header %q is not a positive Go duration (e.g. 90s)", schemas.HeaderTimeout, v))
+			return
+		}
+		timeout = min(timeout, d)
+	}
+	r, err := schemas.ParseRequest(req.Data())
+	if err != nil {
+		se, ok := schemas.AsError(err)
+		if !ok {
+			se = schemas.Errorf(schemas.CodeInvalidRequest, "%v", err)
+		}
+		s.refuse(req, id, se)
+		return
+	}
+	r.ID = id
+
+	s.gate.RLock()
+	draining := s.draining
+	ok := !draining && s.tryAcquire()
+	if ok {
+		deadline := received.Add(timeout)
+		ok = s.goTrack(func() { s.run(r, reply, deadline, received) })
+		if !ok {
+			<-s.slot
+		}
+	}
+	if ok {
+		s.gate.RUnlock()
+		return
+	}
+	hops, _ := strconv.Atoi(hdr.Get(schemas.HeaderHops))
+	if hops >= s.cfg.MaxHops {
+		s.gate.RUnlock()
+		if draining {
+			s.refuse(req, id, schemas.Errorf(schemas.CodeUnavailable, "worker %s is shutting down", s.cfg.WorkerID))
+		} else {
+			s.st.busy.Add(1)
+			s.refuse(req, id, schemas.Errorf(schemas.CodeWorkerBusy,
+				"worker %s is full (%d in flight) and the request was handed back %d times", s.cfg.WorkerID, s.cfg.MaxInflight, hops))
+		}
+		return
+	}
+	fwd := &nats.Msg{Subject: s.cfg.Subject, Reply: reply, Data: req.Data(), Header: cloneHeader(hdr)}
+	fwd.Header.Set(schemas.HeaderHops, strconv.Itoa(hops+1))
+	s.st.forwarded.Add(1)
+	if !draining {
+		// Our own subscription is live and this publish precedes any UNSUB (gate), so the server
+		// always has a group member to hand it to.
+		err := s.nc.PublishMsg(fwd)
+		s.gate.RUnlock()
+		if err != nil {
+			s.refuse(req, id, schemas.Errorf(schemas.CodeWorkerBusy, "worker %s is full and could not hand the request back: %v", s.cfg.WorkerID, err))
+		}
+		return
+	}
+	s.gate.RUnlock()
+	// Draining: our subscription is gone and maybe nobody else is there. Learn that off the handler
+	// goroutine while Shutdown still waits; afterwards do it inline (nothing else needs the handler).
+	if !s.goTrack(func() { s.forwardDraining(fwd, id) }) {
+		s.forwardDraining(fwd, id)
+	}
+}
+
+// tryAcquire takes an in-flight slot without blocking.
+func (s *Service) tryAcquire() bool {
+	select {
+	case s.slot <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+// forwardDraining hands fwd back to the queue group and answers 503 unavailable when nobody took
+// it. The NATS server reports "no responders" only to the publisher, and only when the publisher is
+// subscribed to the reply subject: so subscribe to it for one round trip.
+func (s *Service) forwardDraining(fwd *nats.Msg, id string) {
+	unavailable := schemas.Errorf(schemas.CodeUnavailable, "worker %s is shutting down and no other worker took the request", s.cfg.WorkerID)
+	sub, err := s.nc.SubscribeSync(fwd.Reply)
+	if err != nil {
+		s.replyError(fwd.Reply, id, 0, unavailable)
+		return
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := s.nc.PublishMsg(fwd); err != nil {
+		s.replyError(fwd.Reply, id, 0, unavailable)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), forwardProbeTimeout)
+	defer cancel()
+	if err := s.nc.FlushWithContext(ctx); err != nil {
+		s.log.Warn("hand-back during shutdown unconfirmed", "request_id", id, "error", err)
+		return
+	}
+	for {
+		m, err := sub.NextMsg(0)
+		if err != nil {
+			return // nothing (more) queued: somebody took it
+		}
+		if len(m.Data) == 0 && m.Header.Get("Status") == "503" {
+			s.log.Info("no other worker for a request during shutdown", "request_id", id)
+			s.replyError(fwd.Reply, id, 0, unavailable)
+			return
+		}
+	}
+}
+
+// refuse answers a request synchronously through micro, so micro's stats count the error.
+func (s *Service) refuse(req micro.Request, id string, e *schemas.Error) {
+	s.st.countError(e.Code)
+	s.log.Info("request refused", "request_id", id, "status", e.Status, "code", e.Code, "error", e.Message)
+	err := req.Error(strconv.Itoa(e.Status), e.Message, e.Body(), micro.WithHeaders(micro.Headers{
+		schemas.HeaderRequestID: {id},
+		schemas.HeaderWorker:    {s.cfg.WorkerID},
+	}))
+	if err != nil {
+		s.log.Warn("cannot send refusal", "request_id", id, "error", err)
+	}
+}
+
+// replyError publishes an error reply outside micro's handler. seq > 0 adds Codex-Seq (streams).
+func (s *Service) replyError(reply, id string, seq int, e *schemas.Error) {
+	s.st.countError(e.Code)
+	m := &nats.Msg{Subject: reply, Data: e.Body(), Header: nats.Header{
+		schemas.HeaderServiceErrorCode: {strconv.Itoa(e.Status)},
+		schemas.HeaderServiceError:     {e.Message},
+		schemas.HeaderRequestID:        {id},
+		schemas.HeaderWorker:           {s.cfg.WorkerID},
+	}}
+	if seq > 0 {
+		m.Header.Set(schemas.HeaderSeq, strconv.Itoa(seq))
+	}
+	if err := s.nc.PublishMsg(m); err != nil {
+		s.log.Warn("cannot send error reply", "request_id", id, "error", err)
+	}
+}
+
+func cloneHeader(h nats.Header) nats.Header {
+	out := make(nats.Header, len(h)+1)
+	for k, v := range h {
+		out[k] = append([]string(nil), v...)
+	}
+	return out
+}
+
+// asError maps what a Generator returned to the contract's error.
+func asError(ctx context.Context, err error) *schemas.Error {
+	// Whatever the generator made of it, a generation cut off by Shutdown is "unavailable".
+	if ctx.Err() != nil && errors.Is(context.Cause(ctx), errShutdown) {
+		return schemas.Errorf(schemas.CodeUnavailable, "the worker shut down before the generation finished")
+	}
+	if se, ok := schemas.AsError(err); ok {
+		return se
+	}
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return schemas.Errorf(schemas.CodeUpstreamTimeout, "the request's deadline passed")
+	case errors.Is(err, context.Canceled):
+		return schemas.Errorf(schemas.CodeUnavailable, "the generation was cancelled")
+	default:
+		msg := err.Error()
+		if len(msg) > 1024 {
+			msg = msg[:1024]
+		}
+		return schemas.Errorf(schemas.CodeUpstreamError, "%s", msg)
+	}
+}

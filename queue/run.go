@@ -1,0 +1,112 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/codexpool/codexpool/schemas"
+)
+
+// errStreamClosed is returned by emit once Generate has returned.
+var errStreamClosed = errors.New("queue: emit after the generation returned")
+
+// run executes one generation in its own goroutine and answers on reply.
+func (s *Service) run(r *schemas.Request, reply string, deadline, received time.Time) {
+	defer func() { <-s.slot }()
+	s.st.started.Add(1)
+	s.st.inflight.Add(1)
+	defer s.st.inflight.Add(-1)
+
+	ctx, cancel := context.WithDeadline(s.base, deadline)
+	defer cancel()
+	log := s.log.With("request_id", r.ID, "stream", r.Stream)
+
+	var e *schemas.Error
+	if r.Stream {
+		st := &stream{s: s, reply: reply, id: r.ID}
+		_, err := s.gen.Generate(ctx, r, st.emit)
+		seq := st.close()
+		if err != nil {
+			e = asError(ctx, err)
+			s.replyError(reply, r.ID, seq+1, e)
+		}
+		// The end-of-stream sentinel: empty payload, no headers, always last.
+		if perr := s.nc.Publish(reply, nil); perr != nil {
+			log.Warn("cannot send end-of-stream sentinel", "error", perr)
+		}
+	} else {
+		payload, err := s.gen.Generate(ctx, r, nil)
+		switch {
+		case err != nil:
+			e = asError(ctx, err)
+		case len(payload) == 0:
+			e = schemas.Errorf(schemas.CodeUpstreamError, "the generation returned an empty reply")
+		}
+		if e != nil {
+			s.replyError(reply, r.ID, 0, e)
+		} else {
+			m := &nats.Msg{Subject: reply, Data: payload, Header: nats.Header{
+				schemas.HeaderRequestID: {r.ID},
+				schemas.HeaderWorker:    {s.cfg.WorkerID},
+			}}
+			if perr := s.nc.PublishMsg(m); perr != nil {
+				log.Warn("cannot send reply", "error", perr)
+			}
+		}
+	}
+	took := time.Since(received)
+	s.st.latencyNS.Add(int64(took))
+	if e != nil {
+		s.st.failed.Add(1)
+		log.Info("generation failed", "status", e.Status, "code", e.Code, "error", e.Message, "duration", took)
+		return
+	}
+	s.st.completed.Add(1)
+	log.Debug("generation completed", "duration", took)
+}
+
+// stream publishes the events of one streamed generation, numbering them with Codex-Seq.
+type stream struct {
+	s     *Service
+	reply string
+	id    string
+
+	mu     sync.Mutex
+	seq    int
+	closed bool
+}
+
+// emit publishes one event. Empty events are skipped: only the sentinel may be empty.
+func (st *stream) emit(event []byte) error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.closed {
+		return errStreamClosed
+	}
+	if len(event) == 0 {
+		return nil
+	}
+	st.seq++
+	m := &nats.Msg{Subject: st.reply, Data: event, Header: nats.Header{
+		schemas.HeaderSeq:       {strconv.Itoa(st.seq)},
+		schemas.HeaderRequestID: {st.id},
+		schemas.HeaderWorker:    {st.s.cfg.WorkerID},
+	}}
+	if err := st.s.nc.PublishMsg(m); err != nil {
+		return err
+	}
+	return nil
+}
+
+// close ends emitting and returns the last Codex-Seq used.
+func (st *stream) close() int {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.closed = true
+	return st.seq
+}

@@ -1,0 +1,96 @@
+package queue
+
+import (
+	"encoding/json"
+	"maps"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/codexpool/codexpool/schemas"
+)
+
+// Stats are a service's true counters, published as the endpoint data of `nats micro stats`.
+type Stats struct {
+	Worker      string `json:"worker"`       // Codex-Worker id
+	MaxInflight int    `json:"max_inflight"` // configured cap
+	Draining    bool   `json:"draining"`     // Shutdown has begun
+	Requests    uint64 `json:"requests"`     // messages the handler received, of any kind
+	NoReply     uint64 `json:"no_reply"`     // messages without a reply subject, dropped
+	Forwarded   uint64 `json:"forwarded"`    // handed back to the queue group (full or draining)
+	Busy        uint64 `json:"busy"`         // answered 429 worker_busy after MaxHops
+	Started     uint64 `json:"started"`      // generations started
+	Inflight    int64  `json:"inflight"`     // generations running now
+	Completed   uint64 `json:"completed"`    // generations answered successfully
+	Failed      uint64 `json:"failed"`       // generations answered with an error
+	// Errors counts every error reply by contract code: refusals, busy, and failed generations.
+	Errors map[schemas.Code]uint64 `json:"errors"`
+	// LatencySum is the summed time from receipt to the last reply message of finished
+	// generations; LatencyAvg is LatencySum / (Completed+Failed).
+	LatencySum time.Duration `json:"latency_sum_ns"`
+	LatencyAvg time.Duration `json:"latency_avg_ns"`
+}
+
+type counters struct {
+	requests, noReply, forwarded, busy atomic.Uint64
+	started, completed, failed         atomic.Uint64
+	inflight, latencyNS                atomic.Int64
+
+	mu     sync.Mutex
+	errors map[schemas.Code]uint64
+}
+
+func (c *counters) countError(code schemas.Code) {
+	c.mu.Lock()
+	c.errors[code]++
+	c.mu.Unlock()
+}
+
+// Stats returns a snapshot of the service's counters.
+func (s *Service) Stats() Stats {
+	st := Stats{
+		Worker:      s.cfg.WorkerID,
+		MaxInflight: s.cfg.MaxInflight,
+		Requests:    s.st.requests.Load(),
+		NoReply:     s.st.noReply.Load(),
+		Forwarded:   s.st.forwarded.Load(),
+		Busy:        s.st.busy.Load(),
+		Started:     s.st.started.Load(),
+		Inflight:    s.st.inflight.Load(),
+		Completed:   s.st.completed.Load(),
+		Failed:      s.st.failed.Load(),
+		LatencySum:  time.Duration(s.st.latencyNS.Load()),
+	}
+	s.gate.RLock()
+	st.Draining = s.draining
+	s.gate.RUnlock()
+	if n := st.Completed + st.Failed; n > 0 {
+		st.LatencyAvg = st.LatencySum / time.Duration(n)
+	}
+	s.st.mu.Lock()
+	st.Errors = maps.Clone(s.st.errors)
+	s.st.mu.Unlock()
+	return st
+}
+
+// statsData is the endpoint data of micro's STATS: Stats plus Config.StatsData's fields.
+func (s *Service) statsData() any {
+	st := s.Stats()
+	if s.cfg.StatsData == nil {
+		return st
+	}
+	b, err := json.Marshal(st)
+	if err != nil {
+		return st
+	}
+	out := map[string]any{}
+	if err := json.Unmarshal(b, &out); err != nil {
+		return st
+	}
+	for k, v := range s.cfg.StatsData() {
+		if _, taken := out[k]; !taken {
+			out[k] = v
+		}
+	}
+	return out
+}
