@@ -1,0 +1,86 @@
+package worker_test
+
+import (
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/codexpool/codexpool/worker"
+)
+
+type composeFile struct {
+	Services map[string]struct {
+		Image       string            `yaml:"image"`
+		Build       any               `yaml:"build"`
+		Command     []string          `yaml:"command"`
+		Environment map[string]string `yaml:"environment"`
+		Profiles    []string          `yaml:"profiles"`
+	} `yaml:"services"`
+}
+
+// TestComposeFile checks docker-compose.yml: NATS with JetStream, a buildable worker that only
+// sets real settings, and the simulator behind an opt-in profile.
+func TestComposeFile(t *testing.T) {
+	raw, err := os.ReadFile("../docker-compose.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cf composeFile
+	if err := yaml.Unmarshal(raw, &cf); err != nil {
+		t.Fatalf("docker-compose.yml does not parse: %v", err)
+	}
+	nats, ok := cf.Services["nats"]
+	if !ok {
+		t.Fatal("no nats service")
+	}
+	if !slices.Contains(nats.Command, "--jetstream") {
+		t.Errorf("nats command %q does not enable JetStream", nats.Command)
+	}
+	w, ok := cf.Services["worker"]
+	if !ok {
+		t.Fatal("no worker service")
+	}
+	if w.Build == nil {
+		t.Error("worker has no build section")
+	}
+	if len(w.Profiles) != 0 {
+		t.Errorf("worker is behind profiles %q; it must start by default", w.Profiles)
+	}
+	if w.Environment["CODEXPOOL_NATS_URL"] == "" {
+		t.Error("worker does not set CODEXPOOL_NATS_URL, so each replica would embed its own NATS server")
+	}
+	known := worker.SettingNames()
+	for _, name := range []string{"worker", "sim", "nats"} {
+		for k := range cf.Services[name].Environment {
+			if strings.HasPrefix(k, "CODEXPOOL_") && !slices.Contains(known, k) {
+				t.Errorf("service %s sets %s, which is not a worker setting (known: %v)", name, k, known)
+			}
+		}
+	}
+	sim, ok := cf.Services["sim"]
+	if !ok {
+		t.Fatal("no sim service")
+	}
+	if !slices.Contains(sim.Profiles, "sim") {
+		t.Errorf("sim profiles = %q, want it behind the opt-in profile \"sim\"", sim.Profiles)
+	}
+	if len(sim.Command) == 0 || sim.Command[0] != "sim" {
+		t.Errorf("sim command = %q, want it to run `codexpool sim`", sim.Command)
+	}
+}
+
+// TestReadmeListsEverySetting keeps README.md's settings table in step with the code.
+func TestReadmeListsEverySetting(t *testing.T) {
+	raw, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range worker.SettingNames() {
+		if !strings.Contains(string(raw), name) {
+			t.Errorf("README.md does not document %s", name)
+		}
+	}
+}

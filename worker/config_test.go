@@ -1,0 +1,96 @@
+package worker
+
+import (
+	"bytes"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// clearEnv unsets every CODEXPOOL_* setting for the test (restored afterwards).
+func clearEnv(t *testing.T) {
+	t.Helper()
+	for _, name := range SettingNames() {
+		t.Setenv(name, "")
+		os.Unsetenv(name)
+	}
+}
+
+func TestValidateNamesTheVariable(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*Config)
+		want   string
+	}{
+		{"max inflight", func(c *Config) { c.MaxInflight = 0 }, "CODEXPOOL_MAX_INFLIGHT"},
+		{"gate", func(c *Config) { c.Gate = "turbo" }, "CODEXPOOL_GATE"},
+		{"log level", func(c *Config) { c.LogLevel = "loud" }, "CODEXPOOL_LOG_LEVEL"},
+		{"log format", func(c *Config) { c.LogFormat = "xml" }, "CODEXPOOL_LOG_FORMAT"},
+		{"request timeout", func(c *Config) { c.RequestTimeout = 0 }, "CODEXPOOL_REQUEST_TIMEOUT"},
+		{"subject", func(c *Config) { c.Subject = "a b" }, "CODEXPOOL_SUBJECT"},
+		{"floor", func(c *Config) { c.WSConnectSpacingMS = -1 }, "CODEXPOOL_WS_CONNECT_SPACING_MS"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := DefaultConfig()
+			tt.mutate(&c)
+			err := c.Validate()
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Validate() = %v, want an error naming %s", err, tt.want)
+			}
+		})
+	}
+	if err := DefaultConfig().Validate(); err != nil {
+		t.Fatalf("defaults do not validate: %v", err)
+	}
+}
+
+func TestLoadConfigFromEnvironment(t *testing.T) {
+	clearEnv(t)
+	t.Setenv("CODEXPOOL_MAX_INFLIGHT", "7")
+	t.Setenv("CODEXPOOL_REQUEST_TIMEOUT", "90s")
+	t.Setenv("CODEXPOOL_GATE", "fixed")
+	t.Setenv("CODEXPOOL_WS_REUSE", "false")
+	c, err := LoadConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.MaxInflight != 7 || c.RequestTimeout != 90*time.Second || c.Gate != "fixed" || c.WSReuse {
+		t.Fatalf("got %+v", c)
+	}
+	if c.Model != "gpt-5.1-codex" || c.Subject != "codex.generate" || c.ShutdownGrace != 30*time.Second {
+		t.Fatalf("defaults not applied: %+v", c)
+	}
+	t.Setenv("CODEXPOOL_MAX_INFLIGHT", "many")
+	if _, err := LoadConfig(); err == nil || !strings.Contains(err.Error(), "MAX_INFLIGHT") {
+		t.Fatalf("bad number: err = %v, want one naming MAX_INFLIGHT", err)
+	}
+}
+
+func TestDefaultConfigMatchesTags(t *testing.T) {
+	// DefaultConfig is what LoadConfig gives with an empty environment.
+	clearEnv(t)
+	c, err := LoadConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c != DefaultConfig() {
+		t.Fatalf("LoadConfig() with no CODEXPOOL_* set = %+v, DefaultConfig() = %+v", c, DefaultConfig())
+	}
+}
+
+func TestPrintUsageListsEverySetting(t *testing.T) {
+	var b bytes.Buffer
+	if err := PrintUsage(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"CODEXPOOL_NATS_URL", "CODEXPOOL_GATE", "CODEXPOOL_SHUTDOWN_GRACE", "CODEXPOOL_LOG_FORMAT"} {
+		if !strings.Contains(b.String(), name) {
+			t.Errorf("usage lacks %s:\n%s", name, b.String())
+		}
+	}
+	if !strings.Contains(b.String(), "256") {
+		t.Errorf("usage lacks the default of MAX_INFLIGHT:\n%s", b.String())
+	}
+}
