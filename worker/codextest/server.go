@@ -56,8 +56,7 @@ type Server struct {
 	lastHeader http.Header
 	httpConns  map[net.Conn]struct{} // accepted, not yet hijacked or closed
 	conns      map[net.Conn]struct{} // hijacked: upgraded sockets and hung upgrades
-	open       int64                 // upgraded sockets registered
-	pending    int64                 // upgrades admitted but not yet registered
+	open       int64                 // sockets upgraded or being upgraded, not yet closed
 	peak       int64
 	closedConn chan struct{} // closed (and replaced) whenever a socket is unregistered
 }
@@ -376,7 +375,7 @@ func (s *Server) serveOrigin(w http.ResponseWriter, r *http.Request) {
 	}
 
 	s.mu.Lock()
-	if s.opts.MaxConns > 0 && s.open+s.pending >= int64(s.opts.MaxConns) {
+	if s.opts.MaxConns > 0 && s.open >= int64(s.opts.MaxConns) {
 		s.mu.Unlock()
 		s.reject(w, http.StatusServiceUnavailable, 0, "too_many_connections", "Too many open connections.")
 		return
@@ -387,23 +386,26 @@ func (s *Server) serveOrigin(w http.ResponseWriter, r *http.Request) {
 		s.reject(w, http.StatusForbidden, ra, "websocket_upgrade_rate_limited", "Too many WebSocket connection attempts; slow down.")
 		return
 	}
-	s.pending++
+	// The socket counts as open (and accepted) before the 101 goes out, so a client that has
+	// seen its upgrade succeed always finds it in Stats.
+	s.open++
+	s.peak = max(s.peak, s.open)
 	s.mu.Unlock()
+	s.c.upgradesAccepted.Add(1)
 
 	ws, err := s.upgrader.Upgrade(w, r, nil)
 	if err != nil {
-		s.mu.Lock()
-		s.pending--
-		s.mu.Unlock()
+		s.c.upgradesAccepted.Add(-1)
 		s.c.upgradesRejected.Add(1) // the upgrader has answered with an HTTP error
+		s.unregister(nil)
 		s.logf("codextest: upgrade failed: %v", err)
 		return
 	}
-	s.c.upgradesAccepted.Add(1)
 	ws.SetReadLimit(maxFrame)
 	nc := ws.NetConn()
 	if !s.register(nc) {
 		nc.Close()
+		s.unregister(nil)
 		return
 	}
 	defer s.unregister(nc)
@@ -425,24 +427,25 @@ func (s *Server) serveOrigin(w http.ResponseWriter, r *http.Request) {
 	newSession(s, ws).serve()
 }
 
-// register records an upgraded socket; false if the server closed meanwhile.
+// register records an upgraded socket (already counted open) so it can be dropped; false if the
+// server closed meanwhile.
 func (s *Server) register(nc net.Conn) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.pending--
 	if s.closed {
 		return false
 	}
 	s.conns[nc] = struct{}{}
-	s.open++
-	s.peak = max(s.peak, s.open)
 	return true
 }
 
+// unregister forgets a socket (nc nil: one that never registered) and counts it closed.
 func (s *Server) unregister(nc net.Conn) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.conns, nc)
+	if nc != nil {
+		delete(s.conns, nc)
+	}
 	s.open--
 	close(s.closedConn)
 	s.closedConn = make(chan struct{})

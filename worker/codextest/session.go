@@ -226,13 +226,11 @@ func (sc *session) advance(g *generation, timer *time.Timer) (*generation, bool)
 func (sc *session) exec(g *generation, st *step) bool {
 	switch st.op {
 	case opText:
-		if sc.write(g, st.ev) != nil {
-			return false
-		}
+		// Counted before the write: a client that has read the event finds it in Stats.
 		if re, ok := st.ev.(*responseEvent); ok && re.Type == evCompleted {
 			sc.s.c.completed.Add(1)
 		}
-		return true
+		return sc.write(g, st.ev) == nil
 	case opRaw, opBinary:
 		typ := websocket.TextMessage
 		if st.op == opBinary {
