@@ -57,6 +57,11 @@ func (c *Client) connect(ctx context.Context, res *Result) (*conn, error) {
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return nil, ctxErr
 		}
+		// The attempt's context shares the caller's deadline but has its own timer, which may
+		// fire first: that is the caller's deadline, not a connect timeout.
+		if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+			return nil, context.DeadlineExceeded
+		}
 		return nil, err
 	}
 	return cn, nil
