@@ -217,3 +217,23 @@ func rejectBody(t *testing.T, resp *http.Response) map[string]any {
 	}
 	return body.Error
 }
+
+// drainClose discards frames until the socket ends and returns the close code.
+func drainClose(t *testing.T, c *websocket.Conn) int {
+	t.Helper()
+	for {
+		_, _, err := readFrame(t, c)
+		if err == nil {
+			continue
+		}
+		var ce *websocket.CloseError
+		if errors.As(err, &ce) {
+			return ce.Code
+		}
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			t.Fatalf("socket still open after %v", ioTimeout)
+		}
+		return websocket.CloseAbnormalClosure
+	}
+}

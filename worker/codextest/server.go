@@ -57,6 +57,7 @@ type Server struct {
 	httpConns  map[net.Conn]struct{} // accepted, not yet hijacked or closed
 	conns      map[net.Conn]struct{} // hijacked: upgraded sockets and hung upgrades
 	open       int64                 // sockets upgraded or being upgraded, not yet closed
+	drops      uint64                // CloseClientConnections calls, to catch sockets mid-upgrade
 	peak       int64
 	closedConn chan struct{} // closed (and replaced) whenever a socket is unregistered
 }
@@ -174,6 +175,7 @@ func (s *Server) Close() {
 func (s *Server) CloseClientConnections() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.drops++ // sockets between their 101 and register see this and close themselves
 	for c := range s.conns {
 		c.Close()
 	}
@@ -348,6 +350,7 @@ func (s *Server) serveOrigin(w http.ResponseWriter, r *http.Request) {
 	s.wg.Add(1) // the HTTP connection's own count is held, so this never races Close's Wait
 	defer s.wg.Done()
 	s.lastHeader = r.Header.Clone()
+	epoch := s.drops
 	uf := popFault(&s.upFaults)
 	var rej rejectRule
 	if uf == FaultNone && len(s.rejects) > 0 {
@@ -364,7 +367,7 @@ func (s *Server) serveOrigin(w http.ResponseWriter, r *http.Request) {
 		s.c.faults.Add(1)
 		s.c.upgradesRejected.Add(1)
 		s.logf("codextest: upgrade fault %s", uf)
-		s.hijackAndHold(w, uf == FaultHangUpgrade)
+		s.hijackAndHold(w, uf == FaultHangUpgrade, epoch)
 		return
 	case rej.status != 0:
 		s.reject(w, rej.status, rej.retryAfter, "", "")
@@ -403,7 +406,7 @@ func (s *Server) serveOrigin(w http.ResponseWriter, r *http.Request) {
 	}
 	ws.SetReadLimit(maxFrame)
 	nc := ws.NetConn()
-	if !s.register(nc) {
+	if !s.register(nc, epoch) {
 		nc.Close()
 		s.unregister(nil)
 		return
@@ -428,11 +431,11 @@ func (s *Server) serveOrigin(w http.ResponseWriter, r *http.Request) {
 }
 
 // register records an upgraded socket (already counted open) so it can be dropped; false if the
-// server closed meanwhile.
-func (s *Server) register(nc net.Conn) bool {
+// server closed, or CloseClientConnections ran, since the upgrade began at epoch.
+func (s *Server) register(nc net.Conn, epoch uint64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
+	if s.closed || s.drops != epoch {
 		return false
 	}
 	s.conns[nc] = struct{}{}
@@ -453,7 +456,7 @@ func (s *Server) unregister(nc net.Conn) {
 
 // hijackAndHold takes the TCP connection without answering. hold keeps it (reading and
 // discarding) until the peer or the server closes it; otherwise it is closed at once.
-func (s *Server) hijackAndHold(w http.ResponseWriter, hold bool) {
+func (s *Server) hijackAndHold(w http.ResponseWriter, hold bool, epoch uint64) {
 	nc, _, err := http.NewResponseController(w).Hijack()
 	if err != nil {
 		s.logf("codextest: hijack: %v", err)
@@ -463,14 +466,10 @@ func (s *Server) hijackAndHold(w http.ResponseWriter, hold bool) {
 		nc.Close()
 		return
 	}
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	if !s.register(nc, epoch) {
 		nc.Close()
 		return
 	}
-	s.conns[nc] = struct{}{}
-	s.mu.Unlock()
 	_, _ = io.Copy(io.Discard, nc)
 	nc.Close()
 	s.mu.Lock()
