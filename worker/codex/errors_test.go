@@ -115,7 +115,7 @@ func TestHandshakeOutcomes(t *testing.T) {
 // cooldown; the generation succeeds.
 func TestForbiddenRetriedAfterCooldown(t *testing.T) {
 	srv := newSim(t, codextest.Options{})
-	g := gate.New(gate.Config{})
+	g := gate.New(gate.Config{Widen: 10 * time.Millisecond, Max: 50 * time.Millisecond})
 	c := newClient(t, srv, Config{Gate: g, Policy: gate.Policy{ForbiddenCooldown: 30 * time.Millisecond}})
 	srv.RejectNext(1, 403, 0)
 	res, err := c.Generate(context.Background(), createFrame("hi", nil), nil)
