@@ -1,0 +1,275 @@
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+
+	"github.com/codexpool/codexpool/schemas"
+)
+
+// Client defaults.
+const (
+	DefaultClientTimeout = 10 * time.Minute
+	DefaultRetryBusy     = 3
+	busyBackoffBase      = 50 * time.Millisecond
+	busyBackoffMax       = 2 * time.Second
+)
+
+// ClientOptions configures a Client. The zero value of every field is its documented default.
+type ClientOptions struct {
+	Subject string        // request subject; default "codex.generate"
+	Timeout time.Duration // per request when ctx has no deadline; default 10m
+	// RetryBusy is how often a request answered 429 worker_busy is sent again, after a jittered
+	// backoff (or the error's retry-after); default 3, negative for none.
+	RetryBusy int
+}
+
+// Client sends generation requests to the pool. It is safe for concurrent use.
+type Client struct {
+	nc   *nats.Conn
+	opts ClientOptions
+}
+
+// Reply is a successful generation.
+type Reply struct {
+	Response   json.RawMessage // the response object (one-shot: the reply payload; stream: from response.completed)
+	OutputText string          // the response's output_text
+	RequestID  string          // Codex-Request-Id the worker answered with
+	Worker     string          // Codex-Worker: the worker that answered
+}
+
+// NewClient returns a Client that sends requests over nc.
+func NewClient(nc *nats.Conn, opts ClientOptions) *Client {
+	if opts.Subject == "" {
+		opts.Subject = DefaultSubject
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultClientTimeout
+	}
+	if opts.RetryBusy == 0 {
+		opts.RetryBusy = DefaultRetryBusy
+	}
+	if opts.RetryBusy < 0 {
+		opts.RetryBusy = 0
+	}
+	return &Client{nc: nc, opts: opts}
+}
+
+// Generate sends the request payload req (a Responses API create body) with the optional headers
+// hdr and waits for the one-shot reply. An error reply is returned as *schemas.Error; when no worker
+// is subscribed the error wraps nats.ErrNoResponders. A worker_busy reply is retried as configured.
+// Without a deadline on ctx, the client's Timeout applies; the remaining time is sent as
+// Codex-Timeout unless hdr sets one.
+func (c *Client) Generate(ctx context.Context, req []byte, hdr nats.Header) (*Reply, error) {
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	hdr = withRequestID(hdr)
+	for attempt := 0; ; attempt++ {
+		m := c.request(ctx, req, hdr)
+		resp, err := c.nc.RequestMsgWithContext(ctx, m)
+		if err != nil {
+			if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+				return nil, err
+			}
+			return nil, fmt.Errorf("queue: request on %s: %w", c.opts.Subject, err)
+		}
+		if e := replyError(resp); e != nil {
+			if e.Code == schemas.CodeWorkerBusy && attempt < c.opts.RetryBusy {
+				if err := sleepCtx(ctx, busyWait(attempt, e.RetryAfter)); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			return nil, e
+		}
+		r := &Reply{Response: resp.Data, RequestID: resp.Header.Get(schemas.HeaderRequestID), Worker: resp.Header.Get(schemas.HeaderWorker)}
+		r.OutputText = outputText(resp.Data)
+		return r, nil
+	}
+}
+
+// Stream sends req with "stream": true set and calls fn with each event in Codex-Seq order until
+// the end-of-stream sentinel. An error message ends the stream with a *schemas.Error; an error from
+// fn stops reading and is returned. The Reply is built from the response.completed event. A
+// worker_busy answer before any event is retried as configured; no responders wraps
+// nats.ErrNoResponders.
+func (c *Client) Stream(ctx context.Context, req []byte, hdr nats.Header, fn func(event []byte) error) (*Reply, error) {
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	body, err := forceStream(req)
+	if err != nil {
+		return nil, err
+	}
+	hdr = withRequestID(hdr)
+	for attempt := 0; ; attempt++ {
+		r, retry, err := c.streamOnce(ctx, body, hdr, fn)
+		if e, ok := schemas.AsError(err); ok && retry && e.Code == schemas.CodeWorkerBusy && attempt < c.opts.RetryBusy {
+			if err := sleepCtx(ctx, busyWait(attempt, e.RetryAfter)); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		return r, err
+	}
+}
+
+// streamOnce sends one streaming request. retry reports that it failed before any event reached
+// fn, so sending it again cannot repeat events.
+func (c *Client) streamOnce(ctx context.Context, body []byte, hdr nats.Header, fn func([]byte) error) (r *Reply, retry bool, err error) {
+	inbox := c.nc.NewRespInbox()
+	sub, err := c.nc.SubscribeSync(inbox)
+	if err != nil {
+		return nil, false, fmt.Errorf("queue: subscribe %s: %w", inbox, err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	m := c.request(ctx, body, hdr)
+	m.Reply = inbox
+	if err := c.nc.PublishMsg(m); err != nil {
+		return nil, false, fmt.Errorf("queue: publish on %s: %w", c.opts.Subject, err)
+	}
+	r = &Reply{}
+	seq := 0
+	for {
+		msg, err := sub.NextMsgWithContext(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, false, ctx.Err()
+			}
+			return nil, false, fmt.Errorf("queue: stream reply: %w", err)
+		}
+		if len(msg.Data) == 0 {
+			if len(msg.Header) == 0 {
+				if r.Response == nil {
+					return nil, false, errors.New("queue: stream ended without response.completed")
+				}
+				return r, false, nil // sentinel
+			}
+			if msg.Header.Get("Status") == "503" {
+				return nil, false, fmt.Errorf("queue: request on %s: %w", c.opts.Subject, nats.ErrNoResponders)
+			}
+		}
+		if e := replyError(msg); e != nil {
+			return nil, seq == 0, e
+		}
+		n, err := strconv.Atoi(msg.Header.Get(schemas.HeaderSeq))
+		if err != nil || n != seq+1 {
+			return nil, false, fmt.Errorf("queue: stream event out of order: got Codex-Seq %q, want %d", msg.Header.Get(schemas.HeaderSeq), seq+1)
+		}
+		seq = n
+		if seq == 1 {
+			r.RequestID = msg.Header.Get(schemas.HeaderRequestID)
+			r.Worker = msg.Header.Get(schemas.HeaderWorker)
+		}
+		var ev struct {
+			Type     string          `json:"type"`
+			Response json.RawMessage `json:"response"`
+		}
+		if json.Unmarshal(msg.Data, &ev) == nil && ev.Type == "response.completed" && len(ev.Response) > 0 {
+			resp, err := schemas.WithOutputText(ev.Response)
+			if err != nil {
+				resp = ev.Response
+			}
+			r.Response = resp
+			r.OutputText = outputText(resp)
+		}
+		if err := fn(msg.Data); err != nil {
+			return nil, false, err
+		}
+	}
+}
+
+// withTimeout applies the client's Timeout when ctx has no deadline.
+func (c *Client) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, c.opts.Timeout)
+}
+
+// request builds the request message: hdr copied and Codex-Timeout set to the time left unless hdr sets one.
+func (c *Client) request(ctx context.Context, data []byte, hdr nats.Header) *nats.Msg {
+	h := cloneHeader(hdr)
+	if dl, ok := ctx.Deadline(); ok && h.Get(schemas.HeaderTimeout) == "" {
+		if left := time.Until(dl); left > 0 {
+			h.Set(schemas.HeaderTimeout, left.Round(time.Millisecond).String())
+		}
+	}
+	return &nats.Msg{Subject: c.opts.Subject, Data: data, Header: h}
+}
+
+// withRequestID returns hdr with a Codex-Request-Id, generated when absent, so retries share it.
+func withRequestID(hdr nats.Header) nats.Header {
+	if hdr.Get(schemas.HeaderRequestID) != "" {
+		return hdr
+	}
+	h := cloneHeader(hdr)
+	h.Set(schemas.HeaderRequestID, uuid.NewString())
+	return h
+}
+
+// replyError returns the error a reply carries, or nil.
+func replyError(m *nats.Msg) *schemas.Error {
+	code := m.Header.Get(schemas.HeaderServiceErrorCode)
+	if code == "" {
+		return nil
+	}
+	if e, err := schemas.ParseErrorBody(m.Data); err == nil {
+		return e
+	}
+	status, _ := strconv.Atoi(code)
+	return &schemas.Error{Status: status, Code: schemas.CodeUpstreamError, Message: m.Header.Get(schemas.HeaderServiceError)}
+}
+
+// outputText returns the "output_text" field of a response object, "" if it has none.
+func outputText(response []byte) string {
+	var v struct {
+		OutputText string `json:"output_text"`
+	}
+	_ = json.Unmarshal(response, &v)
+	return v.OutputText
+}
+
+// forceStream returns req with "stream": true. A payload that is not a JSON object is sent as is:
+// the worker refuses it with a proper 400.
+func forceStream(req []byte) ([]byte, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(req, &m); err != nil || m == nil {
+		return req, nil
+	}
+	m["stream"] = json.RawMessage("true")
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("queue: encode request: %w", err)
+	}
+	return b, nil
+}
+
+// busyWait is the pause before retry attempt+1 after worker_busy: the worker's retry-after when
+// given, else doubling from 50ms (capped at 2s), with up to 50% jitter so clients spread out.
+func busyWait(attempt int, retryAfter time.Duration) time.Duration {
+	d := retryAfter
+	if d <= 0 {
+		d = busyBackoffBase << min(attempt, 10)
+		d = min(d, busyBackoffMax)
+	}
+	return d + rand.N(d/2+1)
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
