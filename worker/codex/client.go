@@ -188,6 +188,9 @@ func (c *Client) run(ctx context.Context, cn *conn, frame []byte, onEvent func(E
 	}
 	if werr != nil {
 		cn.close(false)
+		if err := ctx.Err(); err != nil {
+			return false, err
+		}
 		return pooled, upstreamError("send request: %s", c.redact.clean(werr.Error()))
 	}
 
@@ -211,6 +214,9 @@ func (c *Client) run(ctx context.Context, cn *conn, frame []byte, onEvent func(E
 		}
 		if !ok {
 			cn.close(false)
+			if err := ctx.Err(); err != nil {
+				return false, err
+			}
 			return pooled && events == 0, upstreamError("%s", c.readErrorMessage(cn.readErr))
 		}
 		timer.Reset(c.cfg.IdleTimeout)

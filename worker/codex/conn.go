@@ -42,7 +42,8 @@ type conn struct {
 	born time.Time
 
 	state     atomic.Int32
-	idleSince time.Time // guarded by Client.mu
+	ended     atomic.Bool // the reader has stopped reading (set before it looks at state)
+	idleSince time.Time   // guarded by Client.mu
 
 	frames  chan message  // closed by the reader when it ends
 	readErr error         // why the reader ended; written before frames is closed
@@ -66,6 +67,8 @@ func (cn *conn) read() {
 		typ, data, err := cn.ws.ReadMessage()
 		if err != nil {
 			cn.readErr = err
+			// release checks ended after making the socket idle: one of the two cleans up.
+			cn.ended.Store(true)
 			if cn.state.CompareAndSwap(stateIdle, stateDead) {
 				cn.c.log.Debug("codex: idle socket ended", "socket", cn.id, "err", err)
 				cn.c.forget(cn)

@@ -42,6 +42,11 @@ func (c *Client) release(cn *conn) {
 		cn.close(true)
 		return
 	}
+	if !cn.drainHealthy() {
+		c.discarded.Add(1)
+		cn.close(false)
+		return
+	}
 	var evict *conn
 	c.mu.Lock()
 	if c.closed {
@@ -59,6 +64,12 @@ func (c *Client) release(cn *conn) {
 	c.mu.Unlock()
 	if evict != nil && evict.state.CompareAndSwap(stateIdle, stateDead) {
 		evict.close(true)
+	}
+	// The origin may have ended the socket while it was still leased, when its reader could not
+	// yet tell it was idle.
+	if cn.ended.Load() && cn.state.CompareAndSwap(stateIdle, stateDead) {
+		c.forget(cn)
+		cn.close(false)
 	}
 }
 
