@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sort"
 	"strconv"
 	"unicode/utf8"
@@ -49,22 +50,29 @@ func ParseRequest(payload []byte) (*Request, error) {
 	if !utf8.Valid(payload) {
 		return nil, Errorf(CodeInvalidRequest, "request is not valid UTF-8 (at byte %d)", invalidUTF8At(payload))
 	}
-	if field, deep := tooDeep(payload, MaxNesting); deep {
+	spans, field, deep := scan(payload, MaxNesting)
+	if deep {
 		if field == "" {
 			return nil, Errorf(CodeInvalidRequest, "request nests deeper than %d levels", MaxNesting)
 		}
 		return nil, Errorf(CodeInvalidRequest, "%s: nests deeper than %d levels", strconv.Quote(field), MaxNesting)
 	}
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(payload, &fields); err != nil {
+	if !json.Valid(payload) {
+		msg := "request is not valid JSON"
 		var syn *json.SyntaxError
-		if errors.As(err, &syn) {
-			return nil, Errorf(CodeInvalidRequest, "request is not valid JSON: %s (at byte %d)", syn.Error(), syn.Offset)
+		if err := json.Unmarshal(payload, new(json.RawMessage)); errors.As(err, &syn) {
+			msg += fmt.Sprintf(": %s (at byte %d)", syn.Error(), syn.Offset)
 		}
+		return nil, Errorf(CodeInvalidRequest, "%s", msg)
+	}
+	if payload[firstNonSpace(payload)] != '{' {
 		return nil, Errorf(CodeInvalidRequest, "request must be a JSON object")
 	}
-	if fields == nil { // the payload was null
-		return nil, Errorf(CodeInvalidRequest, "request must be a JSON object")
+	// The payload is valid JSON from here on, so the spans scan found are its top-level fields.
+	payload = bytes.Clone(payload) // the caller may reuse its buffer; fields point into ours
+	fields := make(map[string]json.RawMessage, len(spans))
+	for _, sp := range spans {
+		fields[unquote(payload[sp.key[0]:sp.key[1]])] = payload[sp.val[0]:sp.val[1]:sp.val[1]]
 	}
 	for _, f := range forbidden {
 		if _, ok := fields[f.field]; ok {
@@ -83,7 +91,7 @@ func ParseRequest(payload []byte) (*Request, error) {
 		if !ok {
 			continue
 		}
-		v, err := decodeValue(raw)
+		v, err := decodeField(raw)
 		if err != nil { // cannot happen after json.Unmarshal accepted the payload
 			return nil, Errorf(CodeInvalidRequest, "%s: %v", strconv.Quote(name), err)
 		}
@@ -99,6 +107,25 @@ func ParseRequest(payload []byte) (*Request, error) {
 	return r, nil
 }
 
+// decodeField decodes one top-level value for the validator. json.Unmarshal is several times
+// cheaper than a json.Decoder but turns numbers into float64, which is inexact only for the
+// numeric constraints of request.schema.json. Those are all on top-level numbers
+// (max_output_tokens), which therefore go through decodeValue's exact json.Number, as does
+// anything float64 cannot hold (1e400).
+func decodeField(raw json.RawMessage) (any, error) {
+	if len(raw) >= 2 && raw[0] == '"' && bytes.IndexByte(raw, '\\') < 0 {
+		return string(raw[1 : len(raw)-1]), nil // valid JSON without escapes: the bytes are the string
+	}
+	if len(raw) > 0 && (raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9') {
+		return decodeValue(raw)
+	}
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return decodeValue(raw)
+	}
+	return v, nil
+}
+
 // invalidUTF8At returns the offset of the first invalid UTF-8 sequence in b.
 func invalidUTF8At(b []byte) int {
 	for i := 0; i < len(b); {
@@ -111,12 +138,17 @@ func invalidUTF8At(b []byte) int {
 	return len(b)
 }
 
-// tooDeep reports whether arrays and objects in b nest deeper than limit, and if so the
-// top-level key whose value does (when b is an object). It only counts brackets outside
-// strings, so it works on any bytes; malformed JSON is left for the decoder to report.
-func tooDeep(b []byte, limit int) (field string, deep bool) {
+// span is one top-level field of an object: byte ranges of its quoted key and of its value.
+type span struct{ key, val [2]int }
+
+// scan walks b once, counting brackets outside strings. It reports whether arrays and objects
+// nest deeper than limit, and if so the top-level key whose value does (when b is an object);
+// otherwise it returns the top-level fields. It accepts any bytes and never fails: the spans
+// are only meaningful once b is known to be a valid JSON object.
+func scan(b []byte, limit int) (spans []span, field string, deep bool) {
 	depth := 0
-	var lastString, key []byte
+	key := [2]int{-1, -1}
+	val := -1 // start of the current top-level value, -1 between fields
 	for i := 0; i < len(b); i++ {
 		switch b[i] {
 		case '"':
@@ -124,7 +156,7 @@ func tooDeep(b []byte, limit int) (field string, deep bool) {
 			for {
 				k := bytes.IndexAny(b[j:], `"\`)
 				if k < 0 {
-					return "", false // unterminated string: not JSON
+					return spans, "", false // unterminated string: not JSON
 				}
 				j += k
 				if b[j] == '"' {
@@ -132,34 +164,72 @@ func tooDeep(b []byte, limit int) (field string, deep bool) {
 				}
 				j += 2 // skip the escaped character
 				if j >= len(b) {
-					return "", false
+					return spans, "", false
 				}
 			}
-			if depth == 1 {
-				lastString = b[i : j+1]
+			if depth == 1 && val < 0 {
+				key = [2]int{i, j + 1}
 			}
 			i = j
 		case ':':
 			if depth == 1 {
-				key = lastString
+				val = i + 1
+			}
+		case ',':
+			if depth == 1 && val >= 0 {
+				spans = append(spans, span{key, trimValue(b, val, i)})
+				val = -1
 			}
 		case '{', '[':
 			depth++
 			if depth > limit {
-				if key == nil {
-					return "", true
+				if val < 0 || key[0] < 0 {
+					return nil, "", true
 				}
-				var s string
-				if err := json.Unmarshal(key, &s); err != nil {
-					s = string(key)
-				}
-				return s, true
+				return nil, unquote(b[key[0]:key[1]]), true
 			}
 		case '}', ']':
+			if depth == 1 && val >= 0 {
+				spans = append(spans, span{key, trimValue(b, val, i)})
+				val = -1
+			}
 			depth--
 		}
 	}
-	return "", false
+	return spans, "", false
+}
+
+// trimValue returns [from, to) without the JSON whitespace around the value.
+func trimValue(b []byte, from, to int) [2]int {
+	for from < to && isSpace(b[from]) {
+		from++
+	}
+	for to > from && isSpace(b[to-1]) {
+		to--
+	}
+	return [2]int{from, to}
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+func firstNonSpace(b []byte) int {
+	i := 0
+	for i < len(b)-1 && isSpace(b[i]) {
+		i++
+	}
+	return i
+}
+
+// unquote decodes a JSON string literal; escapes are rare in keys, so the plain case is a copy.
+func unquote(q []byte) string {
+	if bytes.IndexByte(q, '\\') < 0 && len(q) >= 2 {
+		return string(q[1 : len(q)-1])
+	}
+	var s string
+	if err := json.Unmarshal(q, &s); err != nil {
+		return string(q)
+	}
+	return s
 }
 
 // Upstream returns the response.create frame the worker sends to the origin: every field of
