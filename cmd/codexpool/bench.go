@@ -1,0 +1,535 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
+	"github.com/schollz/progressbar/v3"
+
+	"github.com/codexpool/codexpool/queue"
+	"github.com/codexpool/codexpool/schemas"
+	"github.com/codexpool/codexpool/worker/codextest"
+)
+
+// benchConfig is one bench invocation: the origin, the pool and the load. Each (mode,
+// concurrency) pair is a scenario run with fresh worker processes, so gate state never leaks
+// from one scenario to the next.
+type benchConfig struct {
+	natsURL      string
+	workers      int
+	requests     int // per scenario; 0 = the scenario's concurrency (one burst)
+	concurrency  []int
+	modes        []string
+	fixedSpacing time.Duration
+	reuse        bool
+	maxInflight  int
+	timeout      time.Duration
+	stream       bool
+	sim          codextest.Options
+	jsonOut      bool
+	plot         string
+	quiet        bool // no progress bar
+}
+
+// scenarioResult is one row of the result table (and one object of --json).
+type scenarioResult struct {
+	Mode          string  `json:"mode"`
+	Workers       int     `json:"workers"`
+	Concurrency   int     `json:"concurrency"`
+	Requests      int     `json:"requests"`
+	OK            int     `json:"ok"`
+	Failed        int     `json:"failed"`
+	WallSeconds   float64 `json:"wall_s"`
+	ReqPerSec     float64 `json:"req_per_s"`
+	P50ms         float64 `json:"p50_ms"`
+	P95ms         float64 `json:"p95_ms"`
+	P99ms         float64 `json:"p99_ms"`
+	Upgrades      int64   `json:"upgrades_accepted"`
+	Rejected      int64   `json:"upgrades_rejected"`
+	Rejected403   int64   `json:"rejected_403"`
+	Reused        int64   `json:"sockets_reused"`
+	GateWaitMS    int64   `json:"gate_wait_ms"`
+	PeakRSSMB     float64 `json:"peak_worker_rss_mb"`
+	RSSPerFlightK float64 `json:"rss_per_inflight_kb"`
+	Errors        map[string]int `json:"errors,omitempty"`
+}
+
+func runBenchConfig(ctx context.Context, e env, cfg benchConfig) ([]scenarioResult, error) {
+	srv, err := codextest.Listen("127.0.0.1:0", cfg.sim)
+	if err != nil {
+		return nil, fmt.Errorf("bench: start simulator: %w", err)
+	}
+	defer srv.Close()
+
+	url := cfg.natsURL
+	if url == "" {
+		ns, err := queue.StartEmbedded("127.0.0.1:0", nil)
+		if err != nil {
+			return nil, fmt.Errorf("bench: start embedded NATS: %w", err)
+		}
+		defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
+		url = ns.ClientURL()
+	}
+	nc, err := nats.Connect(url, nats.Name("codexpool bench"))
+	if err != nil {
+		return nil, fmt.Errorf("bench: connect to NATS at %s: %w", url, err)
+	}
+	defer nc.Close()
+
+	var results []scenarioResult
+	for _, mode := range cfg.modes {
+		for _, c := range cfg.concurrency {
+			if err := ctx.Err(); err != nil {
+				return results, err
+			}
+			r, err := runScenario(ctx, e, cfg, srv, nc, url, mode, c)
+			if err != nil {
+				return results, err
+			}
+			results = append(results, r)
+		}
+	}
+	return results, nil
+}
+
+// workerEnv returns the environment of a bench worker process for mode.
+func workerEnv(cfg benchConfig, natsURL, subject, originURL, mode string, i int) []string {
+	env := os.Environ()
+	gateMode, floor := mode, 0
+	if mode == "fixed" {
+		floor = int(cfg.fixedSpacing / time.Millisecond)
+	}
+	token := cfg.sim.Token
+	if token == "" {
+		token = "sim-token"
+	}
+	return append(env,
+		"CODEXPOOL_NATS_URL="+natsURL,
+		"CODEXPOOL_SUBJECT="+subject,
+		"CODEXPOOL_QUEUE_GROUP=codexpool-bench",
+		"CODEXPOOL_WORKER_ID="+fmt.Sprintf("bench-%s-%d", mode, i+1),
+		"CODEXPOOL_CODEX_URL="+originURL,
+		"CODEXPOOL_CODEX_TOKEN="+token,
+		"CODEXPOOL_GATE="+gateMode,
+		"CODEXPOOL_WS_CONNECT_SPACING_MS="+strconv.Itoa(floor),
+		"CODEXPOOL_WS_REUSE="+strconv.FormatBool(cfg.reuse),
+		"CODEXPOOL_MAX_INFLIGHT="+strconv.Itoa(cfg.maxInflight),
+		"CODEXPOOL_LOG_LEVEL=warn",
+		"CODEXPOOL_LOG_FORMAT=json",
+	)
+}
+
+type workerProc struct {
+	cmd    *exec.Cmd
+	stderr *tailBuffer
+	done   chan error
+}
+
+func startWorkers(ctx context.Context, cfg benchConfig, natsURL, subject, originURL, mode string) ([]*workerProc, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("bench: find own executable: %w", err)
+	}
+	var procs []*workerProc
+	for i := range cfg.workers {
+		cmd := exec.Command(exe, "worker")
+		cmd.Env = workerEnv(cfg, natsURL, subject, originURL, mode, i)
+		tb := &tailBuffer{max: 8 << 10}
+		cmd.Stderr = tb
+		cmd.Stdout = tb
+		if err := cmd.Start(); err != nil {
+			stopWorkers(procs)
+			return nil, fmt.Errorf("bench: start worker: %w", err)
+		}
+		p := &workerProc{cmd: cmd, stderr: tb, done: make(chan error, 1)}
+		go func() { p.done <- cmd.Wait() }()
+		procs = append(procs, p)
+	}
+	return procs, nil
+}
+
+// stopWorkers sends SIGTERM, waits up to 30 s, then kills.
+func stopWorkers(procs []*workerProc) {
+	for _, p := range procs {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	for _, p := range procs {
+		select {
+		case <-p.done:
+		case <-time.After(30 * time.Second):
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+	}
+}
+
+// waitServing waits until n workers serve subject, found through micro discovery ($SRV.INFO).
+func waitServing(ctx context.Context, nc *nats.Conn, subject string, n int, procs []*workerProc) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if got := countServing(nc, subject); got >= n {
+			return nil
+		}
+		for _, p := range procs {
+			select {
+			case err := <-p.done:
+				return fmt.Errorf("bench: a worker exited before serving (%v):\n%s", err, p.stderr.String())
+			default:
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("bench: workers not serving %s after 30s", subject)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// countServing asks every codexpool service for its info and counts those serving subject.
+func countServing(nc *nats.Conn, subject string) int {
+	n := 0
+	for _, raw := range gather(nc, "$SRV.INFO.codexpool", 150*time.Millisecond) {
+		var info struct {
+			Endpoints []struct {
+				Subject string `json:"subject"`
+			} `json:"endpoints"`
+		}
+		if json.Unmarshal(raw, &info) == nil {
+			for _, ep := range info.Endpoints {
+				if ep.Subject == subject {
+					n++
+				}
+			}
+		}
+	}
+	return n
+}
+
+// gather publishes an empty request and collects replies for wait.
+func gather(nc *nats.Conn, subject string, wait time.Duration) [][]byte {
+	inbox := nats.NewInbox()
+	ch := make(chan *nats.Msg, 256)
+	sub, err := nc.ChanSubscribe(inbox, ch)
+	if err != nil {
+		return nil
+	}
+	defer sub.Unsubscribe()
+	if err := nc.PublishRequest(subject, inbox, nil); err != nil {
+		return nil
+	}
+	var out [][]byte
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		select {
+		case m := <-ch:
+			out = append(out, m.Data)
+		case <-timer.C:
+			return out
+		}
+	}
+}
+
+// gateWait sums the time the workers serving subject spent waiting in their gates.
+func gateWait(nc *nats.Conn, subject string) time.Duration {
+	var total time.Duration
+	for _, raw := range gather(nc, "$SRV.STATS.codexpool", 200*time.Millisecond) {
+		var st struct {
+			Endpoints []struct {
+				Subject string          `json:"subject"`
+				Data    json.RawMessage `json:"data"`
+			} `json:"endpoints"`
+		}
+		if json.Unmarshal(raw, &st) != nil {
+			continue
+		}
+		for _, ep := range st.Endpoints {
+			if ep.Subject != subject {
+				continue
+			}
+			var d struct {
+				Gate struct {
+					WaitedMS int64 `json:"waited_ms"`
+				} `json:"gate"`
+			}
+			if json.Unmarshal(ep.Data, &d) == nil {
+				total += time.Duration(d.Gate.WaitedMS) * time.Millisecond
+			}
+		}
+	}
+	return total
+}
+
+func runScenario(ctx context.Context, e env, cfg benchConfig, srv *codextest.Server, nc *nats.Conn, natsURL, mode string, conc int) (scenarioResult, error) {
+	res := scenarioResult{Mode: mode, Workers: cfg.workers, Concurrency: conc, Errors: map[string]int{}}
+	total := cfg.requests
+	if total <= 0 {
+		total = conc
+	}
+	res.Requests = total
+	subject := "codexpool.bench." + strings.ToLower(nuid.Next())
+	procs, err := startWorkers(ctx, cfg, natsURL, subject, srv.URL, mode)
+	if err != nil {
+		return res, err
+	}
+	defer stopWorkers(procs)
+	if err := waitServing(ctx, nc, subject, cfg.workers, procs); err != nil {
+		return res, err
+	}
+	srv.ResetStats()
+
+	var bar *progressbar.ProgressBar
+	if !cfg.quiet {
+		bar = progressbar.NewOptions(total,
+			progressbar.OptionSetWriter(e.stderr),
+			progressbar.OptionSetDescription(fmt.Sprintf("%-9s c=%-4d", mode, conc)),
+			progressbar.OptionShowCount(),
+			progressbar.OptionShowIts(),
+			progressbar.OptionSetItsString("req"),
+			progressbar.OptionThrottle(100*time.Millisecond),
+			progressbar.OptionClearOnFinish(),
+		)
+	}
+	rss := newRSSSampler(procs)
+	client := queue.NewClient(nc, queue.ClientOptions{Subject: subject, RetryBusy: 10})
+	words := cfg.sim.Words
+	if words == 0 {
+		words = 8
+	}
+	var (
+		next      atomic.Int64
+		mu        sync.Mutex
+		latencies = make([]time.Duration, 0, total)
+		wg        sync.WaitGroup
+	)
+	start := time.Now()
+	for range min(conc, total) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= total || ctx.Err() != nil {
+					return
+				}
+				prompt := fmt.Sprintf("bench request %d of scenario %s/%d", i, mode, conc)
+				t0 := time.Now()
+				err := benchOne(ctx, client, prompt, words, cfg.stream, cfg.timeout)
+				d := time.Since(t0)
+				mu.Lock()
+				if err != nil {
+					res.Failed++
+					res.Errors[errorKey(err)]++
+				} else {
+					res.OK++
+					latencies = append(latencies, d)
+				}
+				mu.Unlock()
+				if bar != nil {
+					_ = bar.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	wall := time.Since(start)
+	if bar != nil {
+		_ = bar.Finish()
+	}
+	peak, base := rss.stop()
+
+	st := srv.Stats()
+	res.WallSeconds = wall.Seconds()
+	res.ReqPerSec = float64(res.OK) / wall.Seconds()
+	slices.Sort(latencies)
+	res.P50ms, res.P95ms, res.P99ms = pct(latencies, 50), pct(latencies, 95), pct(latencies, 99)
+	res.Upgrades, res.Rejected, res.Rejected403, res.Reused = st.UpgradesAccepted, st.UpgradesRejected, st.Rejected403, st.ReusedResponses
+	res.GateWaitMS = gateWait(nc, subject).Milliseconds()
+	res.PeakRSSMB = float64(peak) / (1 << 20)
+	if conc > 0 && peak > base {
+		res.RSSPerFlightK = float64(peak-base) / 1024 / float64(min(conc, total))
+	}
+	if len(res.Errors) == 0 {
+		res.Errors = nil
+	}
+	return res, ctx.Err()
+}
+
+// benchOne sends one request and checks the answer is the simulator's answer to the prompt.
+func benchOne(ctx context.Context, client *queue.Client, prompt string, words int, stream bool, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	body, _ := json.Marshal(map[string]any{"input": prompt, "stream": stream})
+	want := codextest.Answer(prompt, words)
+	if stream {
+		var text strings.Builder
+		_, err := client.Stream(ctx, body, nil, func(ev []byte) error {
+			var d struct {
+				Type  string `json:"type"`
+				Delta string `json:"delta"`
+			}
+			if err := json.Unmarshal(ev, &d); err != nil {
+				return err
+			}
+			if d.Type == "response.output_text.delta" {
+				text.WriteString(d.Delta)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if text.String() != want {
+			return fmt.Errorf("wrong answer: got %q, want %q", text.String(), want)
+		}
+		return nil
+	}
+	reply, err := client.Generate(ctx, body, nil)
+	if err != nil {
+		return err
+	}
+	if reply.OutputText != want {
+		return fmt.Errorf("wrong answer: got %q, want %q", reply.OutputText, want)
+	}
+	return nil
+}
+
+func errorKey(err error) string {
+	if se, ok := schemas.AsError(err); ok {
+		return fmt.Sprintf("%d %s", se.Status, se.Code)
+	}
+	switch {
+	case strings.Contains(err.Error(), "wrong answer"):
+		return "wrong answer"
+	case strings.Contains(err.Error(), "deadline"), strings.Contains(err.Error(), "timeout"):
+		return "client timeout"
+	}
+	return "other: " + err.Error()
+}
+
+func pct(sorted []time.Duration, p float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(p/100*float64(len(sorted)))) - 1
+	i = max(0, min(i, len(sorted)-1))
+	return float64(sorted[i].Microseconds()) / 1000
+}
+
+func printResults(w io.Writer, results []scenarioResult) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "mode\tworkers\tconc\tok\tfailed\twall s\treq/s\tp50 ms\tp95 ms\tp99 ms\tupgrades\t403s\treused\tgate wait s\t")
+	for _, r := range results {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%.2f\t%.1f\t%.0f\t%.0f\t%.0f\t%d\t%d\t%d\t%.1f\t\n",
+			r.Mode, r.Workers, r.Concurrency, r.OK, r.Failed, r.WallSeconds, r.ReqPerSec,
+			r.P50ms, r.P95ms, r.P99ms, r.Upgrades, r.Rejected403, r.Reused, float64(r.GateWaitMS)/1000)
+	}
+	tw.Flush()
+	for _, r := range results {
+		for k, n := range r.Errors {
+			fmt.Fprintf(w, "  %s c=%d: %d × %s\n", r.Mode, r.Concurrency, n, k)
+		}
+	}
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if len(t.b) > t.max {
+		t.b = t.b[len(t.b)-t.max:]
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.b)
+}
+
+// rssSampler samples the summed resident memory of the worker processes every 100 ms.
+type rssSampler struct {
+	stopc chan struct{}
+	done  chan struct{}
+	base  int64
+	peak  atomic.Int64
+}
+
+func newRSSSampler(procs []*workerProc) *rssSampler {
+	s := &rssSampler{stopc: make(chan struct{}), done: make(chan struct{})}
+	sample := func() int64 {
+		var sum int64
+		for _, p := range procs {
+			sum += procRSS(p.cmd.Process.Pid)
+		}
+		return sum
+	}
+	s.base = sample()
+	s.peak.Store(s.base)
+	go func() {
+		defer close(s.done)
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-s.stopc:
+				return
+			case <-t.C:
+				if v := sample(); v > s.peak.Load() {
+					s.peak.Store(v)
+				}
+			}
+		}
+	}()
+	return s
+}
+
+func (s *rssSampler) stop() (peak, base int64) {
+	close(s.stopc)
+	<-s.done
+	return s.peak.Load(), s.base
+}
+
+// procRSS returns a process's resident set size in bytes (Linux; 0 elsewhere).
+func procRSS(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "VmRSS:") {
+			f := strings.Fields(line)
+			if len(f) >= 2 {
+				kb, _ := strconv.ParseInt(f[1], 10, 64)
+				return kb * 1024
+			}
+		}
+	}
+	return 0
+}

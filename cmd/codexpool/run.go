@@ -1,0 +1,134 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"runtime/debug"
+	"strings"
+)
+
+// version is set at build time with -ldflags "-X main.version=v1.2.3"; else from build info.
+var version = ""
+
+func getVersion() string {
+	if version != "" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "0.1.0-dev"
+}
+
+// exitError carries an exit code other than 1 (and an optional message) out of run.
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e exitError) Error() string { return fmt.Sprintf("exit %d: %s", e.code, e.msg) }
+
+// errHelp is returned when the user asked for help: exit 0 after printing it.
+var errHelp = errors.New("help requested")
+
+const usage = `codexpool — run LLM generations at scale through NATS.
+
+Usage:
+  codexpool <command> [flags] [args]
+
+Commands:
+  worker   run one worker process (configured by CODEXPOOL_* environment; --help lists them)
+  sim      run a local Codex origin simulator (no account needed)
+  ask      send one request and print the answer (--stream to stream it)
+  bench    load test: NATS + simulator + N worker processes, a table per gate mode
+  demo     one command, no account: embedded NATS, simulator, 2 workers, a burst, a table
+  version  print the version
+  help     this text
+
+Run 'codexpool <command> --help' for a command's flags.
+`
+
+type env struct {
+	getenv func(string) string
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+}
+
+// run is the whole program: main only wires the process's context, arguments and streams.
+func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
+	e := env{getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr}
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitError{code: 2, msg: "no command given"}
+	}
+	cmd, rest := args[0], args[1:]
+	var err error
+	switch cmd {
+	case "worker":
+		err = runWorker(ctx, e, rest)
+	case "sim":
+		err = runSim(ctx, e, rest)
+	case "ask":
+		err = runAsk(ctx, e, rest)
+	case "bench":
+		err = runBench(ctx, e, rest)
+	case "demo":
+		err = runDemo(ctx, e, rest)
+	case "version", "--version", "-version":
+		fmt.Fprintln(stdout, "codexpool", getVersion())
+		return nil
+	case "help", "-h", "--help", "-help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	default:
+		fmt.Fprint(stderr, usage)
+		return exitError{code: 2, msg: fmt.Sprintf("unknown command %q", cmd)}
+	}
+	if errors.Is(err, errHelp) {
+		return nil
+	}
+	return err
+}
+
+// flags is a subcommand's flag set plus its help text.
+type flags struct {
+	*flag.FlagSet
+	synopsis, trailer string
+}
+
+// newFlags returns a flag set that reports errors instead of exiting. Its help is a synopsis,
+// the flags and an optional trailer.
+func newFlags(e env, name, synopsis, trailer string) *flags {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	fs.Usage = func() {} // printed by parse, to the right stream
+	return &flags{FlagSet: fs, synopsis: synopsis, trailer: trailer}
+}
+
+func (f *flags) printUsage(out io.Writer) {
+	fmt.Fprintf(out, "Usage: codexpool %s\n\nFlags:\n", f.synopsis)
+	f.SetOutput(out)
+	f.PrintDefaults()
+	if f.trailer != "" {
+		fmt.Fprintf(out, "\n%s", strings.TrimLeft(f.trailer, "\n"))
+	}
+}
+
+// parse parses args. --help prints the help to stdout and returns errHelp (exit 0); a bad flag
+// prints the error and the help to stderr and returns exit code 2.
+func (f *flags) parse(e env, args []string) error {
+	err := f.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		f.printUsage(e.stdout)
+		return errHelp
+	}
+	if err != nil {
+		f.printUsage(e.stderr)
+		return exitError{code: 2}
+	}
+	return nil
+}

@@ -1,0 +1,117 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/codexpool/codexpool/queue"
+	"github.com/codexpool/codexpool/worker"
+)
+
+const workerTrailer = `A worker joins the queue group on the request subject and runs each request it gets as a
+generation over a WebSocket to the Codex origin. Start more processes, on more machines, to scale
+out. With no CODEXPOOL_NATS_URL the worker embeds a NATS server that clients and other workers
+can join.
+
+Environment (CODEXPOOL_*):
+`
+
+func runWorker(ctx context.Context, e env, args []string) error {
+	var usageTable bytes.Buffer
+	if err := worker.PrintUsage(&usageTable); err != nil {
+		return err
+	}
+	fs := newFlags(e, "worker", "worker [--help]", workerTrailer+usageTable.String())
+	if err := fs.parse(e, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		fs.printUsage(e.stderr)
+		return exitError{code: 2, msg: fmt.Sprintf("worker takes no arguments, got %q (configure it with CODEXPOOL_* variables)", fs.Args())}
+	}
+	cfg, err := worker.LoadConfig()
+	if err != nil {
+		return err
+	}
+	log, err := worker.NewLogger(e.stderr, cfg.LogLevel, cfg.LogFormat)
+	if err != nil {
+		return err
+	}
+	w, err := worker.New(cfg, worker.Options{Logger: log, Version: getVersion()})
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+
+	url := cfg.NATSURL
+	var ns *server.Server
+	if url == "" {
+		ns, err = queue.StartEmbedded(cfg.EmbeddedNATSAddr, log)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			ns.Shutdown()
+			ns.WaitForShutdown()
+		}()
+		url = ns.ClientURL()
+		log.Info("embedded NATS server started", "url", url)
+	}
+	nc, err := queue.Connect(ctx, url, "codexpool worker "+w.ID(), log)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+
+	svc, err := queue.NewService(nc, queue.Config{
+		Subject:         cfg.Subject,
+		QueueGroup:      cfg.QueueGroup,
+		WorkerID:        w.ID(),
+		Version:         serviceVersion(),
+		MaxInflight:     cfg.MaxInflight,
+		MaxRequestBytes: cfg.MaxRequestBytes,
+		RequestTimeout:  cfg.RequestTimeout,
+		Logger:          log,
+		StatsData:       w.StatsData,
+	}, w)
+	if err != nil {
+		return err
+	}
+	log.Info("serving", "worker", w.ID(), "subject", cfg.Subject, "queue_group", cfg.QueueGroup,
+		"nats", nc.ConnectedUrlRedacted(), "max_inflight", cfg.MaxInflight)
+
+	<-ctx.Done()
+	log.Info("shutting down: no new requests, finishing in-flight", "grace", cfg.ShutdownGrace)
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace)
+	err = svc.Shutdown(sctx)
+	cancel()
+	if err != nil {
+		log.Warn("shutdown", "error", err)
+	}
+	// Drain flushes every reply already published before the connection closes.
+	closed := make(chan struct{})
+	nc.SetClosedHandler(func(*nats.Conn) { close(closed) })
+	if err := nc.Drain(); err == nil {
+		select {
+		case <-closed:
+		case <-time.After(10 * time.Second):
+			log.Warn("NATS drain did not finish in 10s; closing")
+		}
+	}
+	log.Info("stopped", "worker", w.ID())
+	return nil
+}
+
+// serviceVersion is the version as micro requires it: semantic, without a leading v.
+func serviceVersion() string {
+	v := getVersion()
+	if len(v) > 1 && v[0] == 'v' {
+		v = v[1:]
+	}
+	return v
+}
