@@ -48,24 +48,24 @@ type benchConfig struct {
 
 // scenarioResult is one row of the result table (and one object of --json).
 type scenarioResult struct {
-	Mode          string  `json:"mode"`
-	Workers       int     `json:"workers"`
-	Concurrency   int     `json:"concurrency"`
-	Requests      int     `json:"requests"`
-	OK            int     `json:"ok"`
-	Failed        int     `json:"failed"`
-	WallSeconds   float64 `json:"wall_s"`
-	ReqPerSec     float64 `json:"req_per_s"`
-	P50ms         float64 `json:"p50_ms"`
-	P95ms         float64 `json:"p95_ms"`
-	P99ms         float64 `json:"p99_ms"`
-	Upgrades      int64   `json:"upgrades_accepted"`
-	Rejected      int64   `json:"upgrades_rejected"`
-	Rejected403   int64   `json:"rejected_403"`
-	Reused        int64   `json:"sockets_reused"`
-	GateWaitMS    int64   `json:"gate_wait_ms"`
-	PeakRSSMB     float64 `json:"peak_worker_rss_mb"`
-	RSSPerFlightK float64 `json:"rss_per_inflight_kb"`
+	Mode          string         `json:"mode"`
+	Workers       int            `json:"workers"`
+	Concurrency   int            `json:"concurrency"`
+	Requests      int            `json:"requests"`
+	OK            int            `json:"ok"`
+	Failed        int            `json:"failed"`
+	WallSeconds   float64        `json:"wall_s"`
+	ReqPerSec     float64        `json:"req_per_s"`
+	P50ms         float64        `json:"p50_ms"`
+	P95ms         float64        `json:"p95_ms"`
+	P99ms         float64        `json:"p99_ms"`
+	Upgrades      int64          `json:"upgrades_accepted"`
+	Rejected      int64          `json:"upgrades_rejected"`
+	Rejected403   int64          `json:"rejected_403"`
+	Reused        int64          `json:"sockets_reused"`
+	GateWaitMS    int64          `json:"gate_wait_ms"`
+	PeakRSSMB     float64        `json:"peak_worker_rss_mb"`
+	RSSPerFlightK float64        `json:"rss_per_inflight_kb"`
 	Errors        map[string]int `json:"errors,omitempty"`
 }
 
