@@ -237,3 +237,5 @@ func drainClose(t *testing.T, c *websocket.Conn) int {
 		return websocket.CloseAbnormalClosure
 	}
 }
+
+var jsonUnmarshal = json.Unmarshal

@@ -1,0 +1,86 @@
+package codextest
+
+import (
+	"flag"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestAnswerDeterministic(t *testing.T) {
+	a := Answer("Say hello", 8)
+	if b := Answer("Say hello", 8); a != b {
+		t.Fatalf("Answer differs between calls: %q vs %q", a, b)
+	}
+	if n := len(strings.Fields(a)); n != 8 {
+		t.Errorf("Answer has %d words, want 8: %q", n, a)
+	}
+	if strings.Join(strings.Fields(a), " ") != a {
+		t.Errorf("Answer %q is not words joined by single spaces", a)
+	}
+	if got := Answer("Say hello", 3); !strings.HasPrefix(a, got) {
+		t.Errorf("Answer(p, 3) = %q is not a prefix of Answer(p, 8) = %q", got, a)
+	}
+	if Answer("Say hello!", 8) == a {
+		t.Error("different prompts give the same answer")
+	}
+	if got := Answer("x", 0); got != "" {
+		t.Errorf("Answer(x, 0) = %q, want empty", got)
+	}
+	// Words vary within one answer (not one word repeated), and across prompts.
+	seen := map[string]bool{}
+	for i := range 50 {
+		for _, w := range strings.Fields(Answer(strings.Repeat("p", i), 8)) {
+			seen[w] = true
+		}
+	}
+	if len(seen) < len(vocabulary)/2 {
+		t.Errorf("50 answers used %d distinct words of %d", len(seen), len(vocabulary))
+	}
+	// Pinned, so an accidental change of vocabulary or hashing shows up here.
+	if got, want := Answer("Say hello", 4), "romeo river uniform zephyr"; got != want {
+		t.Errorf("Answer(Say hello, 4) = %q, want %q", got, want)
+	}
+}
+
+func TestPromptOf(t *testing.T) {
+	tests := []struct {
+		name, frame, want string
+	}{
+		{"string input", `{"type":"response.create","input":"Say hello"}`, "Say hello"},
+		{"message with input_text parts", `{"input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"a"},{"type":"input_image","image_url":"x"},{"type":"input_text","text":"b"}]}]}`, "ab"},
+		{"several messages", `{"input":[{"type":"message","role":"developer","content":[{"type":"input_text","text":"one "}]},{"role":"user","content":"two"}]}`, "one two"},
+		{"non-message items skipped", `{"input":[{"type":"function_call_output","call_id":"c","output":"zzz"},{"type":"message","role":"user","content":[{"type":"input_text","text":"q"}]}]}`, "q"},
+		{"no input", `{"type":"response.create"}`, ""},
+		{"not JSON", `nope`, ""},
+		{"input of wrong type", `{"input":42}`, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := PromptOf([]byte(tt.frame)); got != tt.want {
+				t.Errorf("PromptOf = %q, want %q", got, tt.want)
+			}
+		})
+	}
+	if got := PromptOf(createFrame("from helper", nil)); got != "from helper" {
+		t.Errorf("PromptOf(Codex-style frame) = %q, want %q", got, "from helper")
+	}
+}
+
+func TestBindFlags(t *testing.T) {
+	o := Options{Words: 5}
+	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
+	o.BindFlags(fs)
+	err := fs.Parse([]string{"--latency=2s", "--ttft=300ms", "--upgrade-rate=5", "--upgrade-burst=7",
+		"--retry-after=1s", "--max-conns=9", "--max-conn-age=1h", "--token=t0k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Options{Latency: 2 * time.Second, TTFT: 300 * time.Millisecond, Words: 5, UpgradeRate: 5,
+		UpgradeBurst: 7, RetryAfter: time.Second, MaxConns: 9, MaxConnAge: time.Hour, Token: "t0k"}
+	if got := o; got.Latency != want.Latency || got.TTFT != want.TTFT || got.Words != want.Words ||
+		got.UpgradeRate != want.UpgradeRate || got.UpgradeBurst != want.UpgradeBurst || got.RetryAfter != want.RetryAfter ||
+		got.MaxConns != want.MaxConns || got.MaxConnAge != want.MaxConnAge || got.Token != want.Token {
+		t.Errorf("after flags %+v, want %+v", got, want)
+	}
+}
