@@ -174,21 +174,19 @@ func textOf(evs []event) string {
 // expectClose reads until the socket ends and returns the close code (1006 for a TCP close).
 func expectClose(t *testing.T, c *websocket.Conn) int {
 	t.Helper()
-	for {
-		_, data, err := readFrame(t, c)
-		if err == nil {
-			t.Fatalf("got frame %q, want the socket to close", data)
-		}
-		var ce *websocket.CloseError
-		if errors.As(err, &ce) {
-			return ce.Code
-		}
-		var ne net.Error
-		if errors.As(err, &ne) && ne.Timeout() {
-			t.Fatalf("socket still open after %v", ioTimeout)
-		}
-		return websocket.CloseAbnormalClosure
+	_, data, err := readFrame(t, c)
+	if err == nil {
+		t.Fatalf("got frame %q, want the socket to close", data)
 	}
+	var ce *websocket.CloseError
+	if errors.As(err, &ce) {
+		return ce.Code
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		t.Fatalf("socket still open after %v", ioTimeout)
+	}
+	return websocket.CloseAbnormalClosure
 }
 
 func waitIdle(t *testing.T, s *Server) {

@@ -113,7 +113,6 @@ func Listen(addr string, opts Options) (*Server, error) {
 		Handler:           http.HandlerFunc(s.serveHTTP),
 		ReadHeaderTimeout: 15 * time.Second,
 		ConnState:         s.connState,
-		ErrorLog:          nil,
 	}
 	s.wg.Add(1)
 	go func() {

@@ -301,3 +301,39 @@ func TestDeltaSchedule(t *testing.T) {
 		})
 	}
 }
+
+func TestPingAnswered(t *testing.T) {
+	s := newServer(t, Options{Words: 1})
+	c := mustDial(t, s)
+	pong := make(chan string, 1)
+	c.SetPongHandler(func(data string) error { pong <- data; return nil })
+	if err := c.WriteControl(websocket.PingMessage, []byte("are you there"), time.Now().Add(ioTimeout)); err != nil {
+		t.Fatal(err)
+	}
+	send(t, c, createFrame("p", nil))
+	readResponse(t, c) // pongs are handled while reading
+	select {
+	case got := <-pong:
+		if got != "are you there" {
+			t.Errorf("pong %q, want the ping's payload", got)
+		}
+	default:
+		t.Error("no pong before the response completed")
+	}
+}
+
+func TestListen(t *testing.T) {
+	s, err := Listen(":0", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if !strings.HasPrefix(s.URL, "ws://127.0.0.1:") || !strings.HasSuffix(s.URL, OriginPath) {
+		t.Errorf("URL %q, want ws://127.0.0.1:PORT%s", s.URL, OriginPath)
+	}
+	mustDial(t, s)
+	addr := strings.TrimPrefix(strings.TrimSuffix(s.URL, OriginPath), "ws://")
+	if _, err := Listen(addr, Options{}); err == nil || !strings.HasPrefix(err.Error(), "codextest: ") {
+		t.Errorf("Listen on a used address: %v, want a codextest: error", err)
+	}
+}
