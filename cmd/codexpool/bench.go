@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nuid"
 	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
 
 	"github.com/codexpool/codexpool/queue"
 	"github.com/codexpool/codexpool/schemas"
@@ -296,18 +297,7 @@ func runScenario(ctx context.Context, e env, cfg benchConfig, srv *codextest.Ser
 	}
 	srv.ResetStats()
 
-	var bar *progressbar.ProgressBar
-	if !cfg.quiet {
-		bar = progressbar.NewOptions(total,
-			progressbar.OptionSetWriter(e.stderr),
-			progressbar.OptionSetDescription(fmt.Sprintf("%-9s c=%-4d", mode, conc)),
-			progressbar.OptionShowCount(),
-			progressbar.OptionShowIts(),
-			progressbar.OptionSetItsString("req"),
-			progressbar.OptionThrottle(100*time.Millisecond),
-			progressbar.OptionClearOnFinish(),
-		)
-	}
+	prog := newProgress(e.stderr, cfg.quiet, total, fmt.Sprintf("%-9s c=%-4d", mode, conc))
 	rss := newRSSSampler(procs)
 	client := queue.NewClient(nc, queue.ClientOptions{Subject: subject, RetryBusy: 10})
 	words := cfg.sim.Words
@@ -343,17 +333,13 @@ func runScenario(ctx context.Context, e env, cfg benchConfig, srv *codextest.Ser
 					latencies = append(latencies, d)
 				}
 				mu.Unlock()
-				if bar != nil {
-					_ = bar.Add(1)
-				}
+				prog.add()
 			}
 		}()
 	}
 	wg.Wait()
 	wall := time.Since(start)
-	if bar != nil {
-		_ = bar.Finish()
-	}
+	prog.finish()
 	peak, base := rss.stop()
 
 	st := srv.Stats()
@@ -532,4 +518,55 @@ func procRSS(pid int) int64 {
 		}
 	}
 	return 0
+}
+
+// progress shows a progress bar on a terminal and a line every few seconds elsewhere (CI logs).
+type progress struct {
+	bar   *progressbar.ProgressBar
+	w     io.Writer
+	desc  string
+	total int
+	done  atomic.Int64
+	last  atomic.Int64 // unix nanos of the last line printed (non-terminal)
+	start time.Time
+}
+
+func newProgress(w io.Writer, quiet bool, total int, desc string) *progress {
+	p := &progress{w: w, desc: desc, total: total, start: time.Now()}
+	if quiet {
+		p.w = nil
+		return p
+	}
+	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		p.bar = progressbar.NewOptions(total,
+			progressbar.OptionSetWriter(w),
+			progressbar.OptionSetDescription(desc),
+			progressbar.OptionShowCount(),
+			progressbar.OptionShowIts(),
+			progressbar.OptionSetItsString("req"),
+			progressbar.OptionThrottle(100*time.Millisecond),
+			progressbar.OptionClearOnFinish(),
+		)
+	}
+	p.last.Store(p.start.UnixNano())
+	return p
+}
+
+func (p *progress) add() {
+	n := p.done.Add(1)
+	switch {
+	case p.bar != nil:
+		_ = p.bar.Add(1)
+	case p.w != nil:
+		now := time.Now().UnixNano()
+		if last := p.last.Load(); now-last > int64(3*time.Second) && p.last.CompareAndSwap(last, now) {
+			fmt.Fprintf(p.w, "bench: %s %d/%d done (%.0fs)\n", p.desc, n, p.total, time.Since(p.start).Seconds())
+		}
+	}
+}
+
+func (p *progress) finish() {
+	if p.bar != nil {
+		_ = p.bar.Finish()
+	}
 }

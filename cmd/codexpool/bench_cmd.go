@@ -136,8 +136,8 @@ func runDemo(ctx context.Context, e env, args []string) error {
 	}
 	cfg.concurrency = []int{*conc}
 	cfg.maxInflight = 256
-	cfg.sim = codextest.Options{Latency: *latency, Words: 8, UpgradeRate: 50, UpgradeBurst: 20}
-	fmt.Fprintf(e.stdout, "codexpool demo: embedded NATS + origin simulator (%s latency, 50 upgrades/s) + %d worker processes; %d requests, %d in flight\n",
+	cfg.sim = codextest.Options{Latency: *latency, Words: 8}
+	fmt.Fprintf(e.stdout, "codexpool demo: embedded NATS + origin simulator (%s latency) + %d worker processes; %d requests, %d in flight\n",
 		*latency, cfg.workers, cfg.requests, *conc)
 	if err := benchMain(ctx, e, cfg); err != nil {
 		return err
