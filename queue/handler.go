@@ -141,14 +141,15 @@ func (s *Service) forwardDraining(fwd *nats.Msg, id string) {
 		return
 	}
 	for {
+		// A sync subscription turns the server's no-responders status into this error.
 		m, err := sub.NextMsg(0)
-		if err != nil {
-			return // nothing (more) queued: somebody took it
-		}
-		if len(m.Data) == 0 && m.Header.Get("Status") == "503" {
+		if errors.Is(err, nats.ErrNoResponders) || (err == nil && len(m.Data) == 0 && m.Header.Get("Status") == "503") {
 			s.log.Info("no other worker for a request during shutdown", "request_id", id)
 			s.replyError(fwd.Reply, id, 0, unavailable)
 			return
+		}
+		if err != nil {
+			return // nothing (more) queued: somebody took it
 		}
 	}
 }

@@ -88,6 +88,7 @@ type Service struct {
 
 	stopOnce sync.Once
 	stopErr  error
+	stopped  chan struct{} // closed once the subscription is gone from the server
 
 	st counters
 }
@@ -131,11 +132,12 @@ func NewService(nc *nats.Conn, cfg Config, gen Generator) (*Service, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Service{
-		nc:   nc,
-		cfg:  cfg,
-		gen:  gen,
-		log:  cfg.Logger.With("component", "queue", "worker", cfg.WorkerID),
-		slot: make(chan struct{}, cfg.MaxInflight),
+		nc:      nc,
+		cfg:     cfg,
+		gen:     gen,
+		log:     cfg.Logger.With("component", "queue", "worker", cfg.WorkerID),
+		slot:    make(chan struct{}, cfg.MaxInflight),
+		stopped: make(chan struct{}),
 	}
 	s.st.errors = make(map[schemas.Code]uint64)
 	s.base, s.cancel = context.WithCancelCause(context.Background())
@@ -195,9 +197,12 @@ func (s *Service) Shutdown(ctx context.Context) error {
 			s.stopErr = fmt.Errorf("queue: stop micro service: %w", err)
 		}
 		// Everything the server routed to us before the UNSUB is now in the subscription's queue.
-		if err := s.nc.FlushWithContext(ctx); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+		fctx, cancel := context.WithTimeout(ctx, forwardProbeTimeout)
+		defer cancel()
+		if err := s.nc.FlushWithContext(fctx); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
 			s.log.Debug("flush during shutdown", "error", err)
 		}
+		close(s.stopped)
 	})
 	err := s.waitIdle(ctx)
 	if err != nil {
