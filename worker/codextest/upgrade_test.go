@@ -204,6 +204,7 @@ func TestMaxConnAge(t *testing.T) {
 }
 
 func TestNonWebSocketRequestGets426(t *testing.T) {
+	defer http.DefaultClient.CloseIdleConnections()
 	s := newServer(t, Options{})
 	resp, err := http.Get(strings.Replace(s.URL, "ws://", "http://", 1))
 	if err != nil {
