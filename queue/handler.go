@@ -124,14 +124,18 @@ func (s *Service) tryAcquire() bool {
 // subscribed to the reply subject: so subscribe to it for one round trip.
 func (s *Service) forwardDraining(fwd *nats.Msg, id string) {
 	unavailable := schemas.Errorf(schemas.CodeUnavailable, "worker %s is shutting down and no other worker took the request", s.cfg.WorkerID)
+	fail := func() {
+		s.st.countError(unavailable.Code)
+		s.replyError(fwd.Reply, id, 0, unavailable)
+	}
 	sub, err := s.nc.SubscribeSync(fwd.Reply)
 	if err != nil {
-		s.replyError(fwd.Reply, id, 0, unavailable)
+		fail()
 		return
 	}
 	defer func() { _ = sub.Unsubscribe() }()
 	if err := s.nc.PublishMsg(fwd); err != nil {
-		s.replyError(fwd.Reply, id, 0, unavailable)
+		fail()
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), forwardProbeTimeout)
@@ -145,7 +149,7 @@ func (s *Service) forwardDraining(fwd *nats.Msg, id string) {
 		m, err := sub.NextMsg(0)
 		if errors.Is(err, nats.ErrNoResponders) || (err == nil && len(m.Data) == 0 && m.Header.Get("Status") == "503") {
 			s.log.Info("no other worker for a request during shutdown", "request_id", id)
-			s.replyError(fwd.Reply, id, 0, unavailable)
+			fail()
 			return
 		}
 		if err != nil {
@@ -167,9 +171,9 @@ func (s *Service) refuse(req micro.Request, id string, e *schemas.Error) {
 	}
 }
 
-// replyError publishes an error reply outside micro's handler. seq > 0 adds Codex-Seq (streams).
+// replyError publishes an error reply outside micro's handler; the caller counts it. seq > 0 adds
+// Codex-Seq (streams).
 func (s *Service) replyError(reply, id string, seq int, e *schemas.Error) {
-	s.st.countError(e.Code)
 	m := &nats.Msg{Subject: reply, Data: e.Body(), Header: nats.Header{
 		schemas.HeaderServiceErrorCode: {strconv.Itoa(e.Status)},
 		schemas.HeaderServiceError:     {e.Message},

@@ -17,57 +17,70 @@ var errStreamClosed = errors.New("queue: emit after the generation returned")
 
 // run executes one generation in its own goroutine and answers on reply.
 func (s *Service) run(r *schemas.Request, reply string, deadline, received time.Time) {
-	defer func() { <-s.slot }()
 	s.st.started.Add(1)
 	s.st.inflight.Add(1)
-	defer s.st.inflight.Add(-1)
-
 	ctx, cancel := context.WithDeadline(s.base, deadline)
 	defer cancel()
 	log := s.log.With("request_id", r.ID, "stream", r.Stream)
 
-	var e *schemas.Error
+	var (
+		e       *schemas.Error
+		payload []byte
+		seq     int
+	)
 	if r.Stream {
 		st := &stream{s: s, reply: reply, id: r.ID}
 		_, err := s.gen.Generate(ctx, r, st.emit)
-		seq := st.close()
+		seq = st.close()
 		if err != nil {
 			e = asError(ctx, err)
-			s.replyError(reply, r.ID, seq+1, e)
-		}
-		// The end-of-stream sentinel: empty payload, no headers, always last.
-		if perr := s.nc.Publish(reply, nil); perr != nil {
-			log.Warn("cannot send end-of-stream sentinel", "error", perr)
 		}
 	} else {
-		payload, err := s.gen.Generate(ctx, r, nil)
+		var err error
+		payload, err = s.gen.Generate(ctx, r, nil)
 		switch {
 		case err != nil:
 			e = asError(ctx, err)
 		case len(payload) == 0:
 			e = schemas.Errorf(schemas.CodeUpstreamError, "the generation returned an empty reply")
 		}
-		if e != nil {
-			s.replyError(reply, r.ID, 0, e)
-		} else {
-			m := &nats.Msg{Subject: reply, Data: payload, Header: nats.Header{
-				schemas.HeaderRequestID: {r.ID},
-				schemas.HeaderWorker:    {s.cfg.WorkerID},
-			}}
-			if perr := s.nc.PublishMsg(m); perr != nil {
-				log.Warn("cannot send reply", "error", perr)
-			}
-		}
 	}
+
+	// Count and free the slot before the last message goes out, so whoever got the reply sees
+	// final stats and a free slot.
 	took := time.Since(received)
 	s.st.latencyNS.Add(int64(took))
 	if e != nil {
 		s.st.failed.Add(1)
+		s.st.countError(e.Code)
 		log.Info("generation failed", "status", e.Status, "code", e.Code, "error", e.Message, "duration", took)
-		return
+	} else {
+		s.st.completed.Add(1)
+		log.Debug("generation completed", "duration", took)
 	}
-	s.st.completed.Add(1)
-	log.Debug("generation completed", "duration", took)
+	s.st.inflight.Add(-1)
+	<-s.slot
+
+	switch {
+	case r.Stream:
+		if e != nil {
+			s.replyError(reply, r.ID, seq+1, e)
+		}
+		// The end-of-stream sentinel: empty payload, no headers, always last.
+		if err := s.nc.Publish(reply, nil); err != nil {
+			log.Warn("cannot send end-of-stream sentinel", "error", err)
+		}
+	case e != nil:
+		s.replyError(reply, r.ID, 0, e)
+	default:
+		m := &nats.Msg{Subject: reply, Data: payload, Header: nats.Header{
+			schemas.HeaderRequestID: {r.ID},
+			schemas.HeaderWorker:    {s.cfg.WorkerID},
+		}}
+		if err := s.nc.PublishMsg(m); err != nil {
+			log.Warn("cannot send reply", "error", err)
+		}
+	}
 }
 
 // stream publishes the events of one streamed generation, numbering them with Codex-Seq.

@@ -1,0 +1,79 @@
+package queue
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/codexpool/codexpool/schemas"
+)
+
+func TestMicroDiscovery(t *testing.T) {
+	ns := startServer(t)
+	s := newService(t, ns, Config{
+		WorkerID:  "w-disc",
+		Version:   "1.2.3",
+		StatsData: func() map[string]any { return map[string]any{"gate": map[string]any{"spacing_ms": 7}} },
+	}, instant)
+	nc := connect(t, ns)
+
+	var ping micro.Ping
+	decode(t, request(t, nc, "$SRV.PING.codexpool", "", nil).Data, &ping)
+	if ping.Name != ServiceName || ping.Version != "1.2.3" || ping.Metadata["worker"] != "w-disc" {
+		t.Errorf("PING = %+v, want name codexpool, version 1.2.3, metadata worker w-disc", ping)
+	}
+
+	var info micro.Info
+	decode(t, request(t, nc, "$SRV.INFO.codexpool", "", nil).Data, &info)
+	if len(info.Endpoints) != 1 {
+		t.Fatalf("INFO endpoints = %+v, want one", info.Endpoints)
+	}
+	ep := info.Endpoints[0]
+	if ep.Name != EndpointName || ep.Subject != DefaultSubject || ep.QueueGroup != DefaultQueueGroup {
+		t.Errorf("INFO endpoint = %s on %s in %s, want generate on codex.generate in codexpool", ep.Name, ep.Subject, ep.QueueGroup)
+	}
+
+	request(t, nc, DefaultSubject, goodRequest, nil)
+	request(t, nc, DefaultSubject, goodRequest, nil)
+	request(t, nc, DefaultSubject, `not json`, nil)
+	// The generations reply from their own goroutines after the handler returned; the request
+	// helper returned after each reply, so the counters are final here.
+
+	var stats micro.Stats
+	decode(t, request(t, nc, "$SRV.STATS.codexpool", "", nil).Data, &stats)
+	if len(stats.Endpoints) != 1 {
+		t.Fatalf("STATS endpoints = %d, want 1", len(stats.Endpoints))
+	}
+	es := stats.Endpoints[0]
+	if es.NumRequests != 3 || es.NumErrors != 1 {
+		t.Errorf("micro num_requests=%d num_errors=%d, want 3 and 1 (refusals are synchronous)", es.NumRequests, es.NumErrors)
+	}
+	var data struct {
+		Stats
+		Gate struct {
+			SpacingMS int `json:"spacing_ms"`
+		} `json:"gate"`
+	}
+	decode(t, es.Data, &data)
+	if data.Worker != "w-disc" || data.Requests != 3 || data.Completed != 2 || data.Started != 2 || data.Inflight != 0 {
+		t.Errorf("STATS data = %+v, want worker w-disc, 3 requests, 2 started and completed, 0 in flight", data.Stats)
+	}
+	if data.Errors[schemas.CodeInvalidRequest] != 1 {
+		t.Errorf("STATS data errors = %v, want invalid_request 1", data.Errors)
+	}
+	if data.Gate.SpacingMS != 7 {
+		t.Errorf("STATS data gate.spacing_ms = %d, want 7 (merged from StatsData)", data.Gate.SpacingMS)
+	}
+	if data.LatencySum <= 0 || data.LatencyAvg <= 0 {
+		t.Errorf("latency sum/avg = %v/%v, want positive", data.LatencySum, data.LatencyAvg)
+	}
+	_ = s
+}
+
+func decode(t *testing.T, b []byte, v any) {
+	t.Helper()
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("decode %s: %v", b, err)
+	}
+}
