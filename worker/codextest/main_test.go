@@ -235,5 +235,3 @@ func drainClose(t *testing.T, c *websocket.Conn) int {
 		return websocket.CloseAbnormalClosure
 	}
 }
-
-var jsonUnmarshal = json.Unmarshal

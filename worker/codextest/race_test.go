@@ -1,0 +1,5 @@
+//go:build race
+
+package codextest
+
+const raceEnabled = true
