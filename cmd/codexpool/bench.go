@@ -45,6 +45,8 @@ type benchConfig struct {
 	jsonOut      bool
 	plot         string
 	quiet        bool // no progress bar
+	baseline     bool // also measure a bare NATS echo at each concurrency
+	minSpeedup   float64
 }
 
 // scenarioResult is one row of the result table (and one object of --json).
@@ -99,6 +101,15 @@ func runBenchConfig(ctx context.Context, e env, cfg benchConfig) ([]scenarioResu
 				return results, err
 			}
 			r, err := runScenario(ctx, e, cfg, srv, nc, url, mode, c)
+			if err != nil {
+				return results, err
+			}
+			results = append(results, r)
+		}
+	}
+	if cfg.baseline {
+		for _, c := range cfg.concurrency {
+			r, err := runEcho(ctx, e, cfg, nc, c)
 			if err != nil {
 				return results, err
 			}
@@ -280,7 +291,7 @@ func gateWait(nc *nats.Conn, subject string) time.Duration {
 }
 
 func runScenario(ctx context.Context, e env, cfg benchConfig, srv *codextest.Server, nc *nats.Conn, natsURL, mode string, conc int) (scenarioResult, error) {
-	res := scenarioResult{Mode: mode, Workers: cfg.workers, Concurrency: conc, Errors: map[string]int{}}
+	res := scenarioResult{Mode: mode, Workers: cfg.workers, Concurrency: conc}
 	total := cfg.requests
 	if total <= 0 {
 		total = conc
@@ -304,11 +315,38 @@ func runScenario(ctx context.Context, e env, cfg benchConfig, srv *codextest.Ser
 	if words == 0 {
 		words = 8
 	}
+	ld := drive(ctx, total, conc, prog, func(ctx context.Context, i int) error {
+		prompt := fmt.Sprintf("bench request %d of scenario %s/%d", i, mode, conc)
+		return benchOne(ctx, client, prompt, words, cfg.stream, cfg.timeout)
+	})
+	ld.fill(&res)
+	peak, base := rss.stop()
+
+	st := srv.Stats()
+	res.Upgrades, res.Rejected, res.Rejected403, res.Reused = st.UpgradesAccepted, st.UpgradesRejected, st.Rejected403, st.ReusedResponses
+	res.GateWaitMS = gateWait(nc, subject).Milliseconds()
+	res.PeakRSSMB = float64(peak) / (1 << 20)
+	if conc > 0 && peak > base {
+		res.RSSPerFlightK = float64(peak-base) / 1024 / float64(min(conc, total))
+	}
+	return res, ctx.Err()
+}
+
+// load is what drive measured.
+type load struct {
+	ok, failed int
+	errors     map[string]int
+	latencies  []time.Duration // of the successful requests, sorted
+	wall       time.Duration
+}
+
+// drive runs total calls of fn, conc at a time, and measures them.
+func drive(ctx context.Context, total, conc int, prog *progress, fn func(ctx context.Context, i int) error) load {
 	var (
-		next      atomic.Int64
-		mu        sync.Mutex
-		latencies = make([]time.Duration, 0, total)
-		wg        sync.WaitGroup
+		next atomic.Int64
+		mu   sync.Mutex
+		wg   sync.WaitGroup
+		ld   = load{errors: map[string]int{}, latencies: make([]time.Duration, 0, total)}
 	)
 	start := time.Now()
 	for range min(conc, total) {
@@ -320,17 +358,16 @@ func runScenario(ctx context.Context, e env, cfg benchConfig, srv *codextest.Ser
 				if i >= total || ctx.Err() != nil {
 					return
 				}
-				prompt := fmt.Sprintf("bench request %d of scenario %s/%d", i, mode, conc)
 				t0 := time.Now()
-				err := benchOne(ctx, client, prompt, words, cfg.stream, cfg.timeout)
+				err := fn(ctx, i)
 				d := time.Since(t0)
 				mu.Lock()
 				if err != nil {
-					res.Failed++
-					res.Errors[errorKey(err)]++
+					ld.failed++
+					ld.errors[errorKey(err)]++
 				} else {
-					res.OK++
-					latencies = append(latencies, d)
+					ld.ok++
+					ld.latencies = append(ld.latencies, d)
 				}
 				mu.Unlock()
 				prog.add()
@@ -338,24 +375,50 @@ func runScenario(ctx context.Context, e env, cfg benchConfig, srv *codextest.Ser
 		}()
 	}
 	wg.Wait()
-	wall := time.Since(start)
+	ld.wall = time.Since(start)
 	prog.finish()
-	peak, base := rss.stop()
+	slices.Sort(ld.latencies)
+	return ld
+}
 
-	st := srv.Stats()
-	res.WallSeconds = wall.Seconds()
-	res.ReqPerSec = float64(res.OK) / wall.Seconds()
-	slices.Sort(latencies)
-	res.P50ms, res.P95ms, res.P99ms = pct(latencies, 50), pct(latencies, 95), pct(latencies, 99)
-	res.Upgrades, res.Rejected, res.Rejected403, res.Reused = st.UpgradesAccepted, st.UpgradesRejected, st.Rejected403, st.ReusedResponses
-	res.GateWaitMS = gateWait(nc, subject).Milliseconds()
-	res.PeakRSSMB = float64(peak) / (1 << 20)
-	if conc > 0 && peak > base {
-		res.RSSPerFlightK = float64(peak-base) / 1024 / float64(min(conc, total))
+// fill copies the measurements into a result row.
+func (ld load) fill(r *scenarioResult) {
+	r.OK, r.Failed = ld.ok, ld.failed
+	r.WallSeconds = ld.wall.Seconds()
+	r.ReqPerSec = float64(ld.ok) / ld.wall.Seconds()
+	r.P50ms, r.P95ms, r.P99ms = pct(ld.latencies, 50), pct(ld.latencies, 95), pct(ld.latencies, 99)
+	if len(ld.errors) > 0 {
+		r.Errors = ld.errors
 	}
-	if len(res.Errors) == 0 {
-		res.Errors = nil
+}
+
+// runEcho measures a bare NATS request-reply echo at the same load: the ceiling any NATS
+// worker pool can reach on this machine.
+func runEcho(ctx context.Context, e env, cfg benchConfig, nc *nats.Conn, conc int) (scenarioResult, error) {
+	res := scenarioResult{Mode: "nats-echo", Workers: 1, Concurrency: conc}
+	total := cfg.requests
+	if total <= 0 {
+		total = conc
 	}
+	res.Requests = total
+	subject := "codexpool.bench.echo." + strings.ToLower(nuid.Next())
+	sub, err := nc.QueueSubscribe(subject, "echo", func(m *nats.Msg) { _ = m.Respond(m.Data) })
+	if err != nil {
+		return res, fmt.Errorf("bench: echo responder: %w", err)
+	}
+	defer sub.Unsubscribe()
+	if err := nc.Flush(); err != nil {
+		return res, err
+	}
+	body, _ := json.Marshal(map[string]any{"input": "echo"})
+	prog := newProgress(e.stderr, cfg.quiet, total, fmt.Sprintf("%-9s c=%-4d", res.Mode, conc))
+	ld := drive(ctx, total, conc, prog, func(ctx context.Context, i int) error {
+		ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
+		defer cancel()
+		_, err := nc.RequestWithContext(ctx, subject, body)
+		return err
+	})
+	ld.fill(&res)
 	return res, ctx.Err()
 }
 

@@ -53,6 +53,8 @@ func benchFlags(fs *flags) (*benchConfig, func() error) {
 	fs.BoolVar(&cfg.jsonOut, "json", false, "print the results as JSON instead of a table")
 	fs.StringVar(&cfg.plot, "plot", "", "write an SVG chart of req/s against concurrency per mode to this file")
 	fs.BoolVar(&cfg.quiet, "quiet", false, "no progress bar")
+	fs.BoolVar(&cfg.baseline, "baseline", false, "also measure a bare NATS request-reply echo at each concurrency (the ceiling)")
+	fs.Float64Var(&cfg.minSpeedup, "min-speedup", 0, "fail unless the last --compare mode's req/s is at least this many times the first's, at every concurrency (CI check)")
 	cfg.sim = codextest.Options{Latency: time.Second}
 	cfg.sim.BindFlags(fs.FlagSet)
 	return cfg, func() error {
@@ -83,6 +85,8 @@ func benchFlags(fs *flags) (*benchConfig, func() error) {
 			return fmt.Errorf("--timeout must be positive")
 		case cfg.maxInflight < 1:
 			return fmt.Errorf("--max-inflight must be at least 1")
+		case cfg.minSpeedup > 0 && len(cfg.modes) < 2:
+			return fmt.Errorf("--min-speedup needs two modes in --compare")
 		}
 		return nil
 	}
@@ -105,6 +109,11 @@ func benchMain(ctx context.Context, e env, cfg benchConfig) error {
 	}
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
+	}
+	if cfg.minSpeedup > 0 {
+		if err := checkSpeedup(e, cfg, results); err != nil {
+			return err
+		}
 	}
 	for _, r := range results {
 		if r.Failed > 0 {
@@ -143,5 +152,28 @@ func runDemo(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	fmt.Fprintln(e.stdout, "codexpool demo: every request succeeded and every answer was checked.")
+	return nil
+}
+
+// checkSpeedup compares the last mode of --compare with the first at every concurrency: a ratio
+// measured in one run, so it holds on a busy machine where absolute times do not.
+func checkSpeedup(e env, cfg benchConfig, results []scenarioResult) error {
+	first, last := cfg.modes[0], cfg.modes[len(cfg.modes)-1]
+	for _, c := range cfg.concurrency {
+		var a, b float64
+		for _, r := range results {
+			if r.Concurrency == c && r.Mode == first {
+				a = r.ReqPerSec
+			}
+			if r.Concurrency == c && r.Mode == last {
+				b = r.ReqPerSec
+			}
+		}
+		if a <= 0 || b/a < cfg.minSpeedup {
+			return exitError{code: 1, msg: fmt.Sprintf("bench: at concurrency %d %s made %.2f req/s and %s %.2f: speedup %.2fx, want >= %.2fx",
+				c, last, b, first, a, b/max(a, 1e-9), cfg.minSpeedup)}
+		}
+		fmt.Fprintf(e.stdout, "bench: speedup %s/%s at concurrency %d: %.2fx (>= %.2fx required)\n", last, first, c, b/a, cfg.minSpeedup)
+	}
 	return nil
 }
