@@ -44,7 +44,7 @@ var forbidden = []struct{ field, why string }{
 //
 // Other errors (not *Error) mean the embedded schema is broken, a bug of this package.
 func ParseRequest(payload []byte) (*Request, error) {
-	if len(bytes.TrimSpace(payload)) == 0 {
+	if len(trimSpace(payload)) == 0 {
 		return nil, Errorf(CodeInvalidRequest, "request is empty: want a JSON object")
 	}
 	if !utf8.Valid(payload) {
@@ -211,6 +211,13 @@ func trimValue(b []byte, from, to int) [2]int {
 }
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+// trimSpace trims JSON whitespace only; bytes.TrimSpace would also drop \v, \f and Unicode
+// spaces, which are not allowed around a JSON value.
+func trimSpace(b []byte) []byte {
+	t := trimValue(b, 0, len(b))
+	return b[t[0]:t[1]]
+}
 
 func firstNonSpace(b []byte) int {
 	i := 0

@@ -95,7 +95,7 @@ type Event struct {
 // brace. When output_text is already present, response itself is returned. Malformed items
 // in output are skipped; an error means response is not a JSON object.
 func WithOutputText(response []byte) ([]byte, error) {
-	trimmed := bytes.TrimSpace(response)
+	trimmed := trimSpace(response)
 	if len(trimmed) == 0 || trimmed[0] != '{' {
 		return nil, fmt.Errorf("schemas: WithOutputText: response is not a JSON object")
 	}

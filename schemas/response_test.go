@@ -81,7 +81,7 @@ func TestWithOutputTextExact(t *testing.T) {
 }
 
 func TestWithOutputTextRefuses(t *testing.T) {
-	for _, in := range []string{``, ` `, `null`, `[]`, `"x"`, `42`, `{`, `{"a":}`, `{"a":1} {}`, `{"a":1}x`} {
+	for _, in := range []string{``, ` `, `null`, `[]`, `"x"`, `42`, `{`, `{"a":}`, `{"a":1} {}`, `{"a":1}x`, "{}\v", "\f{}"} {
 		out, err := WithOutputText([]byte(in))
 		if err == nil || !strings.HasPrefix(err.Error(), "schemas: ") {
 			t.Errorf("%q: got %s, %v; want a schemas: error", in, out, err)
