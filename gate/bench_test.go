@@ -1,0 +1,88 @@
+package gate
+
+import (
+	"context"
+	"sync"
+	"testing"
+)
+
+// BenchmarkWaitParallel measures the cost of the gate to an idle, healthy process: spacing 0,
+// every goroutine starting at once. It must not allocate and must never wait.
+func BenchmarkWaitParallel(b *testing.B) {
+	g := New(Config{})
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := g.Wait(ctx); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	if w := g.Snapshot().Waited; w != 0 {
+		b.Fatalf("callers waited %v at spacing 0, want 0", w)
+	}
+}
+
+// BenchmarkWaitAndReportParallel adds the outcome report that every start makes.
+func BenchmarkWaitAndReportParallel(b *testing.B) {
+	g := New(Config{})
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			p, err := g.Wait(ctx)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			p.Succeeded()
+		}
+	})
+}
+
+// Benchmark10kGoroutines lets 10,000 goroutines take one slot each at spacing 0: all go through
+// and none waits. One op is the whole burst.
+func Benchmark10kGoroutines(b *testing.B) {
+	const n = 10_000
+	ctx := context.Background()
+	for b.Loop() {
+		g := New(Config{})
+		var wg sync.WaitGroup
+		for range n {
+			wg.Go(func() {
+				p, err := g.Wait(ctx)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				p.Succeeded()
+			})
+		}
+		wg.Wait()
+		if s := g.Snapshot(); s.Starts != n || s.Waited != 0 {
+			b.Fatalf("starts %d, waited %v; want %d, 0", s.Starts, s.Waited, n)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/start")
+}
+
+// TestWaitDoesNotAllocate keeps the benchmark's promise in the ordinary test run.
+func TestWaitDoesNotAllocate(t *testing.T) {
+	g := New(Config{})
+	rejected := New(Config{}) // takes the rejections, so that g stays at spacing 0
+	ctx := context.Background()
+	allocs := testing.AllocsPerRun(1000, func() {
+		p, err := g.Wait(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Succeeded()
+		p.Failed()
+		Permit{g: rejected, start: p.start}.Forbidden(0)
+	})
+	if allocs != 0 {
+		t.Errorf("Wait and the reports allocate %v times per start, want 0", allocs)
+	}
+}
