@@ -3,7 +3,9 @@ package codex
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -29,9 +31,16 @@ type Event struct {
 	Data []byte // the frame exactly as received; the callee may keep it
 }
 
-// eventType returns the "type" of an event frame, or an error when the frame is not a JSON object
-// with a string type.
+// errNotObject is eventType's error for a frame that is valid JSON but not an object (e.g. null).
+var errNotObject = errors.New("codex: event is not a JSON object")
+
+// eventType returns the "type" of an event frame ("" when it has none: such events are passed on
+// like unknown types), or an error when the frame is not a JSON object or its type is not a string.
 func eventType(data []byte) (string, error) {
+	// json.Unmarshal accepts null for a struct: that is not an event.
+	if trimmed := bytes.TrimLeft(data, " \t\r\n"); len(trimmed) == 0 || trimmed[0] != '{' {
+		return "", errNotObject
+	}
 	var head struct {
 		Type string `json:"type"`
 	}
@@ -139,12 +148,10 @@ func mapErrorEvent(data []byte, r redactor, now time.Time) *schemas.Error {
 	if upstreamCode == "" {
 		upstreamCode = typ
 	}
-	status := 0
-	if f, ok := num(ev.Status); ok {
+	// Checked as a float first: converting NaN or a huge number to int is implementation-defined.
+	status := 502
+	if f, ok := num(ev.Status); ok && f >= 400 && f < 600 {
 		status = int(f)
-	}
-	if status < 400 || status > 599 {
-		status = 502
 	}
 	e := &schemas.Error{Status: status, Code: schemas.CodeUpstreamError, UpstreamCode: r.clean(upstreamCode)}
 	switch {
@@ -166,25 +173,43 @@ func isRateLimitCode(s string) bool {
 	return s == "rate_limit_exceeded" || s == "usage_limit_reached"
 }
 
+// maxRetryAfter caps every retry time taken from the origin. Usage limits can reset days ahead;
+// anything beyond this is nonsense (or an overflow in the making) and is clamped.
+const maxRetryAfter = 30 * 24 * time.Hour
+
+// duration converts f units (seconds, milliseconds, possibly fractional) to a duration in
+// [0, maxRetryAfter]: NaN and non-positive values give 0, huge values and +Inf the cap. A plain
+// time.Duration(f*unit) overflows into negative durations for large f.
+func duration(f float64, unit time.Duration) time.Duration {
+	if math.IsNaN(f) || f <= 0 {
+		return 0
+	}
+	if f >= float64(maxRetryAfter/unit) {
+		return maxRetryAfter
+	}
+	return time.Duration(f * float64(unit))
+}
+
 // eventRetryAfter returns when a rate-limited request may be retried: from resets_at (unix
 // seconds), else resets_in_seconds, else a retry-after(-ms) header carried in the event; 0 when
 // unknown.
 func eventRetryAfter(d errorDetail, headers map[string]any, now time.Time) time.Duration {
 	if f, ok := num(d.ResetsAt); ok && f > 0 {
-		at := time.Unix(0, int64(f*float64(time.Second)))
-		if wait := at.Sub(now); wait > 0 {
+		if wait := duration(f-float64(now.UnixNano())/1e9, time.Second); wait > 0 {
 			return wait
 		}
 	}
-	if f, ok := num(d.ResetsIn); ok && f > 0 {
-		return time.Duration(f * float64(time.Second))
+	if f, ok := num(d.ResetsIn); ok {
+		if wait := duration(f, time.Second); wait > 0 {
+			return wait
+		}
 	}
 	for k, v := range headers {
 		s := strings.TrimSpace(fmt.Sprint(v))
 		switch strings.ToLower(k) {
 		case "retry-after-ms":
-			if f, err := strconv.ParseFloat(s, 64); err == nil && f > 0 {
-				return time.Duration(f * float64(time.Millisecond))
+			if f, err := strconv.ParseFloat(s, 64); err == nil && duration(f, time.Millisecond) > 0 {
+				return duration(f, time.Millisecond)
 			}
 		case "retry-after":
 			if d := parseRetryAfter(s, now); d > 0 {
@@ -202,14 +227,11 @@ func parseRetryAfter(s string, now time.Time) time.Duration {
 		return 0
 	}
 	if f, err := strconv.ParseFloat(s, 64); err == nil {
-		if f <= 0 {
-			return 0
-		}
-		return time.Duration(f * float64(time.Second))
+		return duration(f, time.Second)
 	}
 	if t, err := http1Date(s); err == nil {
 		if d := t.Sub(now); d > 0 {
-			return d
+			return min(d, maxRetryAfter)
 		}
 	}
 	return 0
