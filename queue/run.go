@@ -21,7 +21,8 @@ func (s *Service) run(r *schemas.Request, reply string, deadline, received time.
 	s.st.inflight.Add(1)
 	ctx, cancel := context.WithDeadline(s.base, deadline)
 	defer cancel()
-	log := s.log.With("request_id", r.ID, "stream", r.Stream)
+	// Attributes are added per line, not with log.With: most generations log nothing.
+	log := s.log
 
 	var (
 		e       *schemas.Error
@@ -53,10 +54,10 @@ func (s *Service) run(r *schemas.Request, reply string, deadline, received time.
 	if e != nil {
 		s.st.failed.Add(1)
 		s.st.countError(e.Code)
-		log.Info("generation failed", "status", e.Status, "code", e.Code, "error", e.Message, "duration", took)
+		log.Info("generation failed", "request_id", r.ID, "stream", r.Stream, "status", e.Status, "code", e.Code, "error", e.Message, "duration", took)
 	} else {
 		s.st.completed.Add(1)
-		log.Debug("generation completed", "duration", took)
+		log.Debug("generation completed", "request_id", r.ID, "stream", r.Stream, "duration", took)
 	}
 	s.st.inflight.Add(-1)
 	<-s.slot
@@ -68,7 +69,7 @@ func (s *Service) run(r *schemas.Request, reply string, deadline, received time.
 		}
 		// The end-of-stream sentinel: empty payload, no headers, always last.
 		if err := s.nc.Publish(reply, nil); err != nil {
-			log.Warn("cannot send end-of-stream sentinel", "error", err)
+			log.Warn("cannot send end-of-stream sentinel", "request_id", r.ID, "error", err)
 		}
 	case e != nil:
 		s.replyError(reply, r.ID, 0, e)
@@ -78,7 +79,7 @@ func (s *Service) run(r *schemas.Request, reply string, deadline, received time.
 			schemas.HeaderWorker:    {s.cfg.WorkerID},
 		}}
 		if err := s.nc.PublishMsg(m); err != nil {
-			log.Warn("cannot send reply", "error", err)
+			log.Warn("cannot send reply", "request_id", r.ID, "error", err)
 		}
 	}
 }
