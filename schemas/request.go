@@ -92,7 +92,7 @@ func ParseRequest(payload []byte) (*Request, error) {
 			continue
 		}
 		v, err := decodeField(raw)
-		if err != nil { // cannot happen after json.Unmarshal accepted the payload
+		if err != nil { // cannot happen: the payload is valid JSON
 			return nil, Errorf(CodeInvalidRequest, "%s: %v", strconv.Quote(name), err)
 		}
 		doc[name] = v
@@ -107,17 +107,17 @@ func ParseRequest(payload []byte) (*Request, error) {
 	return r, nil
 }
 
-// decodeField decodes one top-level value for the validator. json.Unmarshal is several times
-// cheaper than a json.Decoder but turns numbers into float64, which is inexact only for the
-// numeric constraints of request.schema.json. Those are all on top-level numbers
-// (max_output_tokens), which therefore go through decodeValue's exact json.Number, as does
-// anything float64 cannot hold (1e400).
+// decodeField decodes one top-level value of a valid JSON payload for the validator.
+// json.Unmarshal is several times cheaper than a json.Decoder but turns numbers into float64,
+// which is inexact only for numeric constraints. request.schema.json has those only on
+// top-level numbers (max_output_tokens), which stay exact json.Numbers here; nested values
+// that float64 cannot hold (1e400) fall back to decodeValue.
 func decodeField(raw json.RawMessage) (any, error) {
 	if len(raw) >= 2 && raw[0] == '"' && bytes.IndexByte(raw, '\\') < 0 {
 		return string(raw[1 : len(raw)-1]), nil // valid JSON without escapes: the bytes are the string
 	}
 	if len(raw) > 0 && (raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9') {
-		return decodeValue(raw)
+		return json.Number(raw), nil // a valid JSON number literal, kept exact
 	}
 	var v any
 	if err := json.Unmarshal(raw, &v); err != nil {

@@ -381,3 +381,26 @@ func TestParseRequestConcurrent(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+func TestParseRequestCopiesPayload(t *testing.T) {
+	payload := []byte(`{"input":"hello","extra":{"k":"v"}}`)
+	r := mustParse(t, string(payload))
+	r2, err := ParseRequest(payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := mustUpstream(t, r, "m")
+	for i := range payload { // the caller reuses its buffer
+		payload[i] = 'x'
+	}
+	if after := mustUpstream(t, r2, "m"); !bytes.Equal(before, after) {
+		t.Errorf("Upstream changed when the caller's buffer did:\n%s\n%s", before, after)
+	}
+}
+
+func TestParseRequestUTF8Offset(t *testing.T) {
+	_, err := ParseRequest([]byte("{\"input\":\"ok\xe2\x82\"}"))
+	if e, ok := AsError(err); !ok || !strings.Contains(e.Message, "at byte 12") {
+		t.Errorf("got %v, want the offset of the bad sequence (byte 12)", err)
+	}
+}
