@@ -108,7 +108,8 @@ func TestConnect(t *testing.T) {
 			wantAttempts: []time.Duration{0}, wantSnap: Snapshot{Starts: 1, Failures: 1},
 		},
 		{
-			name:     "Retry-After longer than the cooldown wins",
+			// An off gate, so that the Retry-After push inside the gate cannot stand in for it.
+			name: "Retry-After longer than the cooldown wins", cfg: Config{Mode: Off},
 			steps:    []step{{err: &originForbidden{retryAfter: 5 * time.Second}}, {}},
 			wantConn: "conn2", wantElapsed: 5 * time.Second, wantWaited: 5 * time.Second,
 			wantAttempts: []time.Duration{0, 5 * time.Second},

@@ -123,6 +123,9 @@ func TestSequentialRejectionsWiden(t *testing.T) {
 			if at != wantStart[i]*time.Second {
 				t.Errorf("attempt %d started at %v, want %v", i+1, at, wantStart[i]*time.Second)
 			}
+			if got := p.Start().Sub(t0); got != at {
+				t.Errorf("attempt %d: Permit.Start() at %v, want %v", i+1, got, at)
+			}
 			p.Forbidden(0)
 			if got := g.Snapshot().Spacing; got != wantSpacing[i]*time.Second {
 				t.Errorf("after rejection %d: spacing %v, want %v", i+1, got, wantSpacing[i]*time.Second)
