@@ -21,8 +21,8 @@ const forwardProbeTimeout = 5 * time.Second
 // hands back or starts a generation goroutine.
 func (s *Service) handle(req micro.Request) {
 	received := time.Now()
-	if s.testHook != nil {
-		s.testHook()
+	if hook := s.testHook.Load(); hook != nil {
+		(*hook)()
 	}
 	s.st.requests.Add(1)
 	reply := req.Reply()
@@ -77,6 +77,7 @@ func (s *Service) handle(req micro.Request) {
 		return
 	}
 	hops, _ := strconv.Atoi(hdr.Get(schemas.HeaderHops))
+	hops = max(hops, 0) // a negative count must not buy extra rounds
 	if hops >= s.cfg.MaxHops {
 		s.gate.RUnlock()
 		if draining {

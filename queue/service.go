@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -74,7 +75,7 @@ type Service struct {
 	cancel context.CancelCauseFunc
 
 	// testHook, when set, runs at the start of every handler call (tests only).
-	testHook func()
+	testHook atomic.Pointer[func()]
 
 	// gate orders "am I draining?" checks in the handler against Shutdown: a forward published
 	// under the read lock reaches the server before the subscription's UNSUB does.

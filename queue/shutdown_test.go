@@ -131,7 +131,7 @@ func newServiceHook(t *testing.T, ns interface{ ClientURL() string }, cfg Config
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.testHook = hook
+	s.testHook.Store(&hook)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
 		defer cancel()
