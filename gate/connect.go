@@ -54,7 +54,7 @@ type Result struct {
 // An error for which errors.As finds a [Forbidden] is reported as a rejection and retried once,
 // through the gate, after max(ForbiddenCooldown, Retry-After) spent outside the gate; the retry's
 // error is returned as it is. Any other error is returned at once and as it is. If ctx ends,
-// Connect returns ctx.Err() unwrapped.
+// Connect returns ctx.Err() unwrapped. g must not be nil.
 func Connect[T any](ctx context.Context, g *Gate, p Policy, dial func(ctx context.Context) (T, error)) (T, Result, error) {
 	p = p.withDefaults()
 	var res Result
