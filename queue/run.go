@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"errors"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"time"
@@ -14,6 +15,9 @@ import (
 
 // errStreamClosed is returned by emit once Generate has returned.
 var errStreamClosed = errors.New("queue: emit after the generation returned")
+
+// errGeneratorPanic is the error of a generation whose Generator panicked.
+var errGeneratorPanic = errors.New("queue: the generator panicked")
 
 // run executes one generation in its own goroutine and answers on reply.
 func (s *Service) run(r *schemas.Request, reply string, deadline, received time.Time) {
@@ -31,14 +35,14 @@ func (s *Service) run(r *schemas.Request, reply string, deadline, received time.
 	)
 	if r.Stream {
 		st := &stream{s: s, reply: reply, id: r.ID}
-		_, err := s.gen.Generate(ctx, r, st.emit)
+		_, err := s.generate(ctx, r, st.emit)
 		seq = st.close()
 		if err != nil {
 			e = asError(ctx, err)
 		}
 	} else {
 		var err error
-		payload, err = s.gen.Generate(ctx, r, nil)
+		payload, err = s.generate(ctx, r, nil)
 		switch {
 		case err != nil:
 			e = asError(ctx, err)
@@ -82,6 +86,17 @@ func (s *Service) run(r *schemas.Request, reply string, deadline, received time.
 			log.Warn("cannot send reply", "request_id", r.ID, "error", err)
 		}
 	}
+}
+
+// generate calls the Generator; a panic becomes an error (502) instead of taking the worker down.
+func (s *Service) generate(ctx context.Context, r *schemas.Request, emit func([]byte) error) (payload []byte, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			s.log.Error("generator panicked", "request_id", r.ID, "panic", v, "stack", string(debug.Stack()))
+			payload, err = nil, errGeneratorPanic // the value stays in the log: it may hold anything
+		}
+	}()
+	return s.gen.Generate(ctx, r, emit)
 }
 
 // stream publishes the events of one streamed generation, numbering them with Codex-Seq.

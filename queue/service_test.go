@@ -274,3 +274,21 @@ func TestDeadline(t *testing.T) {
 		})
 	}
 }
+
+func TestGeneratorPanicAnswers502(t *testing.T) {
+	ns := startServer(t)
+	newService(t, ns, Config{}, genFunc(func(ctx context.Context, r *schemas.Request, emit func([]byte) error) ([]byte, error) {
+		if r.ID == "boom" {
+			panic("bug in the generator")
+		}
+		return instant(ctx, r, emit)
+	}))
+	nc := connect(t, ns)
+	m := request(t, nc, DefaultSubject, goodRequest, nats.Header{schemas.HeaderRequestID: {"boom"}})
+	if e := errorOf(t, m); e.Code != schemas.CodeUpstreamError || !strings.Contains(e.Message, "panicked") {
+		t.Errorf("got %d %s %q, want 502 upstream_error about the panic", e.Status, e.Code, e.Message)
+	}
+	if m := request(t, nc, DefaultSubject, goodRequest, nil); m.Header.Get(schemas.HeaderServiceErrorCode) != "" {
+		t.Errorf("after the panic: %s", m.Data)
+	}
+}
