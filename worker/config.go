@@ -116,11 +116,11 @@ func (c Config) Validate() error {
 
 // GateMode returns the gate mode of c.Gate.
 func (c Config) GateMode() (gate.Mode, error) {
-	switch m := gate.Mode(c.Gate); m {
-	case gate.Adaptive, gate.Fixed, gate.Off:
-		return m, nil
+	m, err := gate.ParseMode(c.Gate)
+	if err != nil {
+		return "", fmt.Errorf("worker: %s_GATE: %w", EnvPrefix, err)
 	}
-	return "", fmt.Errorf("worker: %s_GATE: must be adaptive, fixed or off, got %q", EnvPrefix, c.Gate)
+	return m, nil
 }
 
 // ID returns WorkerID, or <hostname>-<pid> when it is empty.

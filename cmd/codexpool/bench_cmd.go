@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/codexpool/codexpool/gate"
 	"github.com/codexpool/codexpool/worker/codextest"
 )
 
@@ -69,12 +70,10 @@ func benchFlags(fs *flags) (*benchConfig, func() error) {
 		cfg.modes = nil
 		for _, m := range strings.Split(*modes, ",") {
 			m = strings.TrimSpace(m)
-			switch m {
-			case "fixed", "adaptive", "off":
-				cfg.modes = append(cfg.modes, m)
-			default:
-				return fmt.Errorf("--compare: unknown gate mode %q (want fixed, adaptive or off)", m)
+			if _, err := gate.ParseMode(m); err != nil || m == "" {
+				return fmt.Errorf("--compare: unknown gate mode %q: %v", m, err)
 			}
+			cfg.modes = append(cfg.modes, m)
 		}
 		switch {
 		case cfg.workers < 1:
