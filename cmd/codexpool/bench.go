@@ -44,8 +44,12 @@ type benchConfig struct {
 	sim          codextest.Options
 	jsonOut      bool
 	plot         string
-	quiet        bool // no progress bar
-	baseline     bool // also measure a bare NATS echo at each concurrency
+	quiet        bool          // no progress bar
+	baseline     bool          // also measure a bare NATS echo at each concurrency
+	duration     time.Duration // > 0: open-loop load at rate for this long instead of closed-loop
+	rate         float64
+	schedule     []limitChange // origin upgrade-limit changes during the load
+	timeline     bool          // print the per-second timeline
 	minSpeedup   float64
 }
 
@@ -70,6 +74,8 @@ type scenarioResult struct {
 	PeakRSSMB     float64        `json:"peak_worker_rss_mb"`
 	RSSPerFlightK float64        `json:"rss_per_inflight_kb"`
 	Errors        map[string]int `json:"errors,omitempty"`
+	Rate          float64        `json:"rate,omitempty"` // open-loop arrivals per second (--duration runs)
+	Timeline      []tick         `json:"timeline,omitempty"`
 }
 
 func runBenchConfig(ctx context.Context, e env, cfg benchConfig) ([]scenarioResult, error) {
@@ -296,6 +302,9 @@ func runScenario(ctx context.Context, e env, cfg benchConfig, srv *codextest.Ser
 	if total <= 0 {
 		total = conc
 	}
+	if cfg.duration > 0 {
+		total = int(cfg.rate * cfg.duration.Seconds())
+	}
 	res.Requests = total
 	subject := "codexpool.bench." + strings.ToLower(nuid.Next())
 	procs, err := startWorkers(ctx, cfg, natsURL, subject, srv.URL, mode)
@@ -315,12 +324,24 @@ func runScenario(ctx context.Context, e env, cfg benchConfig, srv *codextest.Ser
 	if words == 0 {
 		words = 8
 	}
-	ld := drive(ctx, total, conc, prog, func(ctx context.Context, i int) error {
+	one := func(ctx context.Context, i int) error {
 		prompt := fmt.Sprintf("bench request %d of scenario %s/%d", i, mode, conc)
 		return benchOne(ctx, client, prompt, words, cfg.stream, cfg.timeout)
-	})
+	}
+	tl := startTimeline(srv, cfg.schedule)
+	var ld load
+	if cfg.duration > 0 {
+		ld = driveOpen(ctx, cfg.rate, total, prog, one)
+	} else {
+		ld = drive(ctx, total, conc, prog, one)
+	}
+	res.Timeline = tl.stop()
 	ld.fill(&res)
 	peak, base := rss.stop()
+	if cfg.duration > 0 {
+		res.Concurrency = 0
+		res.Rate = cfg.rate
+	}
 
 	st := srv.Stats()
 	res.Upgrades, res.Rejected, res.Rejected403, res.Reused = st.UpgradesAccepted, st.UpgradesRejected, st.Rejected403, st.ReusedResponses
@@ -493,6 +514,9 @@ func printResults(w io.Writer, results []scenarioResult) {
 	}
 	tw.Flush()
 	for _, r := range results {
+		if r.Rate > 0 {
+			fmt.Fprintf(w, "  %s: open loop at %.1f req/s\n", r.Mode, r.Rate)
+		}
 		for k, n := range r.Errors {
 			fmt.Fprintf(w, "  %s c=%d: %d × %s\n", r.Mode, r.Concurrency, n, k)
 		}
@@ -632,4 +656,142 @@ func (p *progress) finish() {
 	if p.bar != nil {
 		_ = p.bar.Finish()
 	}
+}
+
+// driveOpen starts total calls of fn at a fixed arrival rate (open loop: arrivals do not wait
+// for earlier calls), then waits for all of them.
+func driveOpen(ctx context.Context, rate float64, total int, prog *progress, fn func(ctx context.Context, i int) error) load {
+	var (
+		mu sync.Mutex
+		wg sync.WaitGroup
+		ld = load{errors: map[string]int{}, latencies: make([]time.Duration, 0, total)}
+	)
+	interval := time.Duration(float64(time.Second) / rate)
+	start := time.Now()
+	for i := range total {
+		if d := time.Until(start.Add(time.Duration(i) * interval)); d > 0 {
+			select {
+			case <-ctx.Done():
+			case <-time.After(d):
+			}
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t0 := time.Now()
+			err := fn(ctx, i)
+			d := time.Since(t0)
+			mu.Lock()
+			if err != nil {
+				ld.failed++
+				ld.errors[errorKey(err)]++
+			} else {
+				ld.ok++
+				ld.latencies = append(ld.latencies, d)
+			}
+			mu.Unlock()
+			prog.add()
+		}()
+	}
+	wg.Wait()
+	ld.wall = time.Since(start)
+	prog.finish()
+	slices.Sort(ld.latencies)
+	return ld
+}
+
+// limitChange changes the origin's upgrade limit at an offset from the start of the load.
+type limitChange struct {
+	at    time.Duration
+	rate  float64
+	burst int
+}
+
+// parseSchedule parses "20s:50/50,40s:5/5" (offset:rate/burst, burst optional).
+func parseSchedule(s string) ([]limitChange, error) {
+	var out []limitChange
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	for _, part := range strings.Split(s, ",") {
+		at, lim, ok := strings.Cut(strings.TrimSpace(part), ":")
+		if !ok {
+			return nil, fmt.Errorf("%q: want OFFSET:RATE[/BURST], e.g. 20s:50/50", part)
+		}
+		d, err := time.ParseDuration(at)
+		if err != nil || d < 0 {
+			return nil, fmt.Errorf("%q: bad offset %q", part, at)
+		}
+		rs, bs, _ := strings.Cut(lim, "/")
+		r, err := strconv.ParseFloat(rs, 64)
+		if err != nil || r < 0 {
+			return nil, fmt.Errorf("%q: bad rate %q", part, rs)
+		}
+		b := 0
+		if bs != "" {
+			if b, err = strconv.Atoi(bs); err != nil || b < 0 {
+				return nil, fmt.Errorf("%q: bad burst %q", part, bs)
+			}
+		}
+		out = append(out, limitChange{at: d, rate: r, burst: b})
+	}
+	slices.SortFunc(out, func(a, b limitChange) int { return int(a.at - b.at) })
+	return out, nil
+}
+
+// tick is one second of the origin's view: upgrades accepted and rejected, responses completed.
+type tick struct {
+	T         int   `json:"t_s"`
+	Accepted  int64 `json:"upgrades_accepted"`
+	Rejected  int64 `json:"upgrades_rejected"`
+	Completed int64 `json:"completed"`
+}
+
+// timeline samples the simulator every second and applies the limit schedule.
+type timeline struct {
+	stopc chan struct{}
+	done  chan struct{}
+	ticks []tick
+}
+
+func startTimeline(srv *codextest.Server, schedule []limitChange) *timeline {
+	tl := &timeline{stopc: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(tl.done)
+		start := time.Now()
+		last := srv.Stats()
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		next := 0
+		sec := 1
+		for {
+			select {
+			case <-tl.stopc:
+				return
+			case <-t.C:
+			}
+			el := time.Since(start)
+			for next < len(schedule) && el >= schedule[next].at {
+				srv.SetUpgradeLimit(schedule[next].rate, schedule[next].burst)
+				next++
+			}
+			if el >= time.Duration(sec)*time.Second {
+				st := srv.Stats()
+				tl.ticks = append(tl.ticks, tick{T: sec, Accepted: st.UpgradesAccepted - last.UpgradesAccepted,
+					Rejected: st.UpgradesRejected - last.UpgradesRejected, Completed: st.Completed - last.Completed})
+				last = st
+				sec++
+			}
+		}
+	}()
+	return tl
+}
+
+func (tl *timeline) stop() []tick {
+	close(tl.stopc)
+	<-tl.done
+	return tl.ticks
 }

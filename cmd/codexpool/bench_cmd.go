@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -56,9 +57,20 @@ func benchFlags(fs *flags) (*benchConfig, func() error) {
 	fs.BoolVar(&cfg.quiet, "quiet", false, "no progress bar")
 	fs.BoolVar(&cfg.baseline, "baseline", false, "also measure a bare NATS request-reply echo at each concurrency (the ceiling)")
 	fs.Float64Var(&cfg.minSpeedup, "min-speedup", 0, "fail unless the last --compare mode's req/s is at least this many times the first's, at every concurrency (CI check)")
+	fs.DurationVar(&cfg.duration, "duration", 0, "open-loop load for this long at --rate (instead of --requests at --concurrency)")
+	fs.Float64Var(&cfg.rate, "rate", 10, "arrivals per second with --duration")
+	sched := fs.String("limit-schedule", "", "change the origin's upgrade limit during the load, e.g. \"20s:50/50,40s:5/5\" (offset:rate/burst)")
+	fs.BoolVar(&cfg.timeline, "timeline", false, "print upgrades accepted/rejected per second")
 	cfg.sim = codextest.Options{Latency: time.Second}
 	cfg.sim.BindFlags(fs.FlagSet)
 	return cfg, func() error {
+		var err error
+		if cfg.schedule, err = parseSchedule(*sched); err != nil {
+			return fmt.Errorf("--limit-schedule: %v", err)
+		}
+		if cfg.duration < 0 || (cfg.duration > 0 && cfg.rate <= 0) {
+			return fmt.Errorf("--duration needs a positive --rate")
+		}
 		cfg.concurrency = nil
 		for _, s := range strings.Split(*conc, ",") {
 			n, err := strconv.Atoi(strings.TrimSpace(s))
@@ -99,6 +111,9 @@ func benchMain(ctx context.Context, e env, cfg benchConfig) error {
 		_ = enc.Encode(results)
 	} else if len(results) > 0 {
 		printResults(e.stdout, results)
+		if cfg.timeline {
+			printTimeline(e.stdout, results)
+		}
 	}
 	if cfg.plot != "" && len(results) > 0 {
 		if perr := os.WriteFile(cfg.plot, []byte(plotSVG(results)), 0o644); perr != nil {
@@ -175,4 +190,18 @@ func checkSpeedup(e env, cfg benchConfig, results []scenarioResult) error {
 		fmt.Fprintf(e.stdout, "bench: speedup %s/%s at concurrency %d: %.2fx (>= %.2fx required)\n", last, first, c, b/a, cfg.minSpeedup)
 	}
 	return nil
+}
+
+// printTimeline prints, per scenario, upgrades accepted/rejected in each second.
+func printTimeline(w io.Writer, results []scenarioResult) {
+	for _, r := range results {
+		fmt.Fprintf(w, "timeline %s (second: accepted/rejected upgrades, completed):\n", r.Mode)
+		for i, t := range r.Timeline {
+			fmt.Fprintf(w, "  %3ds %3d/%-3d %3d", t.T, t.Accepted, t.Rejected, t.Completed)
+			if i%5 == 4 {
+				fmt.Fprintln(w)
+			}
+		}
+		fmt.Fprintln(w)
+	}
 }
