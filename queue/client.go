@@ -1,12 +1,14 @@
 package queue
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -125,7 +127,10 @@ func (c *Client) Stream(ctx context.Context, req []byte, hdr nats.Header, fn fun
 // fn, so sending it again cannot repeat events.
 func (c *Client) streamOnce(ctx context.Context, body []byte, hdr nats.Header, fn func([]byte) error) (r *Reply, retry bool, err error) {
 	inbox := c.nc.NewRespInbox()
-	sub, err := c.nc.SubscribeSync(inbox)
+	// An async subscription feeding our own queue: a sync one preallocates a 64K-slot channel
+	// (512 KiB) per stream, which dominated the cost of a streamed request.
+	q := newMsgQueue()
+	sub, err := c.nc.Subscribe(inbox, q.push)
 	if err != nil {
 		return nil, false, fmt.Errorf("queue: subscribe %s: %w", inbox, err)
 	}
@@ -138,12 +143,9 @@ func (c *Client) streamOnce(ctx context.Context, body []byte, hdr nats.Header, f
 	r = &Reply{}
 	seq := 0
 	for {
-		msg, err := sub.NextMsgWithContext(ctx)
+		msg, err := q.pop(ctx)
 		if err != nil {
-			if ctx.Err() != nil {
-				return nil, false, ctx.Err()
-			}
-			return nil, false, fmt.Errorf("queue: stream reply: %w", err)
+			return nil, false, err
 		}
 		if len(msg.Data) == 0 {
 			if len(msg.Header) == 0 {
@@ -168,11 +170,13 @@ func (c *Client) streamOnce(ctx context.Context, body []byte, hdr nats.Header, f
 			r.RequestID = msg.Header.Get(schemas.HeaderRequestID)
 			r.Worker = msg.Header.Get(schemas.HeaderWorker)
 		}
+		// Only the completed event needs decoding; skip the JSON work for the deltas.
 		var ev struct {
 			Type     string          `json:"type"`
 			Response json.RawMessage `json:"response"`
 		}
-		if json.Unmarshal(msg.Data, &ev) == nil && ev.Type == "response.completed" && len(ev.Response) > 0 {
+		if bytes.Contains(msg.Data, completedType) && json.Unmarshal(msg.Data, &ev) == nil &&
+			ev.Type == "response.completed" && len(ev.Response) > 0 {
 			resp, err := schemas.WithOutputText(ev.Response)
 			if err != nil {
 				resp = ev.Response
@@ -185,6 +189,8 @@ func (c *Client) streamOnce(ctx context.Context, body []byte, hdr nats.Header, f
 		}
 	}
 }
+
+var completedType = []byte(`"response.completed"`)
 
 // withTimeout applies the client's Timeout when ctx has no deadline.
 func (c *Client) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
@@ -271,5 +277,44 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 		return ctx.Err()
 	case <-t.C:
 		return nil
+	}
+}
+
+// msgQueue is an unbounded FIFO of messages filled by a subscription callback that never blocks.
+type msgQueue struct {
+	mu    sync.Mutex
+	msgs  []*nats.Msg
+	ready chan struct{} // holds a token while msgs is non-empty
+}
+
+func newMsgQueue() *msgQueue { return &msgQueue{ready: make(chan struct{}, 1)} }
+
+func (q *msgQueue) push(m *nats.Msg) {
+	q.mu.Lock()
+	q.msgs = append(q.msgs, m)
+	q.mu.Unlock()
+	select {
+	case q.ready <- struct{}{}:
+	default:
+	}
+}
+
+// pop returns the oldest message, waiting for one until ctx is done.
+func (q *msgQueue) pop(ctx context.Context) (*nats.Msg, error) {
+	for {
+		q.mu.Lock()
+		if len(q.msgs) > 0 {
+			m := q.msgs[0]
+			q.msgs[0] = nil
+			q.msgs = q.msgs[1:]
+			q.mu.Unlock()
+			return m, nil
+		}
+		q.mu.Unlock()
+		select {
+		case <-q.ready:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
 }

@@ -129,7 +129,13 @@ func (s *Service) forwardDraining(fwd *nats.Msg, id string) {
 		s.st.countError(unavailable.Code)
 		s.replyError(fwd.Reply, id, 0, unavailable)
 	}
-	sub, err := s.nc.SubscribeSync(fwd.Reply)
+	// Only the first message on the reply subject matters (the status, or the other worker's first
+	// reply); AutoUnsubscribe(1) keeps the rest of a long reply away from this one-slot channel.
+	ch := make(chan *nats.Msg, 1)
+	sub, err := s.nc.ChanSubscribe(fwd.Reply, ch)
+	if err == nil {
+		err = sub.AutoUnsubscribe(1)
+	}
 	if err != nil {
 		fail()
 		return
@@ -145,17 +151,15 @@ func (s *Service) forwardDraining(fwd *nats.Msg, id string) {
 		s.log.Warn("hand-back during shutdown unconfirmed", "request_id", id, "error", err)
 		return
 	}
-	for {
-		// A sync subscription turns the server's no-responders status into this error.
-		m, err := sub.NextMsg(0)
-		if errors.Is(err, nats.ErrNoResponders) || (err == nil && len(m.Data) == 0 && m.Header.Get("Status") == "503") {
+	// The server queues its status before the flush's PONG, and a channel subscription receives
+	// in the reading goroutine: if it came, it is in ch now.
+	select {
+	case m := <-ch:
+		if len(m.Data) == 0 && m.Header.Get("Status") == "503" {
 			s.log.Info("no other worker for a request during shutdown", "request_id", id)
 			fail()
-			return
 		}
-		if err != nil {
-			return // nothing (more) queued: somebody took it
-		}
+	default: // somebody took it and has not answered yet
 	}
 }
 
