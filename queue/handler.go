@@ -20,6 +20,11 @@ const forwardProbeTimeout = 5 * time.Second
 // handle runs in micro's handler goroutine, one message at a time, so it never blocks: it refuses,
 // hands back or starts a generation goroutine.
 func (s *Service) handle(req micro.Request) {
+	s.handling.Add(1)
+	defer func() {
+		s.lastHandled.Store(time.Now().UnixNano())
+		s.handling.Add(-1)
+	}()
 	received := time.Now()
 	if hook := s.testHook.Load(); hook != nil {
 		(*hook)()

@@ -77,6 +77,13 @@ type Service struct {
 	// testHook, when set, runs at the start of every handler call (tests only).
 	testHook atomic.Pointer[func()]
 
+	// handling counts handler calls in progress and lastHandled is when the last one ended (unix
+	// ns): Shutdown waits for the handler to go quiet, because micro drains the subscription
+	// asynchronously and its last messages must be handed back while the connection can still
+	// subscribe (a connection in Drain cannot).
+	handling    atomic.Int64
+	lastHandled atomic.Int64
+
 	// gate orders "am I draining?" checks in the handler against Shutdown: a forward published
 	// under the read lock reaches the server before the subscription's UNSUB does.
 	gate     sync.RWMutex
@@ -203,6 +210,9 @@ func (s *Service) Shutdown(ctx context.Context) error {
 		if err := s.nc.FlushWithContext(fctx); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
 			s.log.Debug("flush during shutdown", "error", err)
 		}
+		// Every message routed to us is now in the subscription's local queue; the handler works
+		// through it in microseconds each. Wait until it has been idle for handlerQuiet.
+		s.waitHandlerQuiet(fctx)
 		close(s.stopped)
 	})
 	err := s.waitIdle(ctx)
@@ -263,6 +273,30 @@ func (s *Service) waitIdle(ctx context.Context) error {
 		case <-idle:
 		case <-ctx.Done():
 			return ctx.Err()
+		}
+	}
+}
+
+// handlerQuiet is how long the handler must have been idle before Shutdown takes the drained
+// subscription's queue to be empty.
+const handlerQuiet = 50 * time.Millisecond
+
+func (s *Service) waitHandlerQuiet(ctx context.Context) {
+	for {
+		idleFor := time.Since(time.Unix(0, s.lastHandled.Load()))
+		if s.handling.Load() == 0 && idleFor >= handlerQuiet {
+			return
+		}
+		wait := handlerQuiet - idleFor
+		if wait <= 0 {
+			wait = time.Millisecond
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
 		}
 	}
 }
