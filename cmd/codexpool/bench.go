@@ -33,7 +33,8 @@ import (
 type benchConfig struct {
 	natsURL      string
 	workers      int
-	requests     int // per scenario; 0 = the scenario's concurrency (one burst)
+	workerCounts []int // a sweep over worker counts (--workers 1,2,4)
+	requests     int   // per scenario; 0 = the scenario's concurrency (one burst)
 	concurrency  []int
 	modes        []string
 	fixedSpacing time.Duration
@@ -101,16 +102,24 @@ func runBenchConfig(ctx context.Context, e env, cfg benchConfig) ([]scenarioResu
 	defer nc.Close()
 
 	var results []scenarioResult
+	workers := cfg.workerCounts
+	if len(workers) == 0 {
+		workers = []int{cfg.workers}
+	}
 	for _, mode := range cfg.modes {
-		for _, c := range cfg.concurrency {
-			if err := ctx.Err(); err != nil {
-				return results, err
+		for _, n := range workers {
+			for _, c := range cfg.concurrency {
+				if err := ctx.Err(); err != nil {
+					return results, err
+				}
+				sc := cfg
+				sc.workers = n
+				r, err := runScenario(ctx, e, sc, srv, nc, url, mode, c)
+				if err != nil {
+					return results, err
+				}
+				results = append(results, r)
 			}
-			r, err := runScenario(ctx, e, cfg, srv, nc, url, mode, c)
-			if err != nil {
-				return results, err
-			}
-			results = append(results, r)
 		}
 	}
 	if cfg.baseline {

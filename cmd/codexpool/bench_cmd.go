@@ -43,7 +43,7 @@ func runBench(ctx context.Context, e env, args []string) error {
 func benchFlags(fs *flags) (*benchConfig, func() error) {
 	cfg := &benchConfig{}
 	fs.StringVar(&cfg.natsURL, "nats", "", "join this NATS server (default: start an embedded one)")
-	fs.IntVar(&cfg.workers, "workers", 1, "worker processes")
+	workersFlag := fs.String("workers", "1", "worker processes; a comma list runs a sweep (e.g. 1,2,4)")
 	fs.IntVar(&cfg.requests, "requests", 0, "requests per scenario (0 = one burst of --concurrency requests)")
 	conc := fs.String("concurrency", "30", "requests in flight; a comma list runs a sweep (e.g. 1,10,100)")
 	modes := fs.String("compare", "adaptive", "gate modes to run side by side: any of fixed,adaptive,off")
@@ -71,6 +71,15 @@ func benchFlags(fs *flags) (*benchConfig, func() error) {
 		if cfg.duration < 0 || (cfg.duration > 0 && cfg.rate <= 0) {
 			return fmt.Errorf("--duration needs a positive --rate")
 		}
+		cfg.workerCounts = nil
+		for _, s := range strings.Split(*workersFlag, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(s))
+			if err != nil || n < 1 {
+				return fmt.Errorf("--workers: %q is not a positive number", s)
+			}
+			cfg.workerCounts = append(cfg.workerCounts, n)
+		}
+		cfg.workers = cfg.workerCounts[0]
 		cfg.concurrency = nil
 		for _, s := range strings.Split(*conc, ",") {
 			n, err := strconv.Atoi(strings.TrimSpace(s))
@@ -88,8 +97,6 @@ func benchFlags(fs *flags) (*benchConfig, func() error) {
 			cfg.modes = append(cfg.modes, m)
 		}
 		switch {
-		case cfg.workers < 1:
-			return fmt.Errorf("--workers must be at least 1")
 		case cfg.requests < 0:
 			return fmt.Errorf("--requests must be >= 0")
 		case cfg.timeout <= 0:
