@@ -9,7 +9,7 @@ import (
 // BenchmarkWaitParallel measures the cost of the gate to an idle, healthy process: spacing 0,
 // every goroutine starting at once. It must not allocate and must never wait.
 func BenchmarkWaitParallel(b *testing.B) {
-	g := New(Config{})
+	g := New(Reference())
 	ctx := context.Background()
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
@@ -27,7 +27,7 @@ func BenchmarkWaitParallel(b *testing.B) {
 
 // BenchmarkWaitAndReportParallel adds the outcome report that every start makes.
 func BenchmarkWaitAndReportParallel(b *testing.B) {
-	g := New(Config{})
+	g := New(Reference())
 	ctx := context.Background()
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
@@ -48,7 +48,7 @@ func Benchmark10kGoroutines(b *testing.B) {
 	const n = 10_000
 	ctx := context.Background()
 	for b.Loop() {
-		g := New(Config{})
+		g := New(Reference())
 		var wg sync.WaitGroup
 		for range n {
 			wg.Go(func() {
@@ -70,8 +70,8 @@ func Benchmark10kGoroutines(b *testing.B) {
 
 // TestWaitDoesNotAllocate keeps the benchmark's promise in the ordinary test run.
 func TestWaitDoesNotAllocate(t *testing.T) {
-	g := New(Config{})
-	rejected := New(Config{}) // takes the rejections, so that g stays at spacing 0
+	g := New(Reference())
+	rejected := New(Reference()) // takes the rejections, so that g stays at spacing 0
 	ctx := context.Background()
 	allocs := testing.AllocsPerRun(1000, func() {
 		p, err := g.Wait(ctx)

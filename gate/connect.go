@@ -16,7 +16,7 @@ type Forbidden interface {
 
 // Policy is the connect policy around a Gate. Zero (or negative) values are the defaults.
 type Policy struct {
-	ForbiddenCooldown time.Duration // wait before the one retry after a 403; default 3s (Retry-After wins if longer)
+	ForbiddenCooldown time.Duration // wait before the one retry after a 403; default 3s (Retry-After wins if longer); not used in Adaptive mode
 	ConnectTimeout    time.Duration // per network attempt; default 15s; excludes gate waits and the cooldown
 }
 
@@ -51,16 +51,28 @@ type Result struct {
 // Connect runs dial through the gate under policy p, for one new upgrade (a socket reused from a
 // pool does not pass the gate). Each attempt waits in g, then runs dial with its own ConnectTimeout
 // context, so the timeout covers the network attempt only, and reports the outcome on its Permit.
-// An error for which errors.As finds a [Forbidden] is reported as a rejection and retried once,
-// through the gate, after max(ForbiddenCooldown, Retry-After) spent outside the gate; the retry's
-// error is returned as it is. Any other error is returned at once and as it is. If ctx ends,
-// Connect returns ctx.Err() unwrapped. g must not be nil.
+// Any error for which errors.As finds no [Forbidden] is returned at once and as it is. If ctx
+// ends, Connect returns ctx.Err() unwrapped. g must not be nil.
+//
+// An origin 403 (an error for which errors.As finds a [Forbidden]) is reported as a rejection and
+// retried. In Adaptive mode the gate paces the retries (the rejection has already slowed it down,
+// and a Retry-After holds every start back): Connect retries through the gate, keeping its place
+// in the line, until an attempt succeeds or fails otherwise, or ctx ends; the cooldown is not
+// used. In the other modes it retries once, through the gate, after max(ForbiddenCooldown,
+// Retry-After) spent outside the gate, and returns the retry's error as it is.
 func Connect[T any](ctx context.Context, g *Gate, p Policy, dial func(ctx context.Context) (T, error)) (T, Result, error) {
 	p = p.withDefaults()
 	var res Result
-	v, err := attempt(ctx, g, p, dial, &res)
+	arrival := time.Now()
+	v, err := attempt(ctx, g, p, dial, &res, arrival)
 	var fb Forbidden
 	if err == nil || !errors.As(err, &fb) {
+		return v, res, err
+	}
+	if g.mode() == Adaptive {
+		for err != nil && errors.As(err, &fb) {
+			v, err = attempt(ctx, g, p, dial, &res, arrival)
+		}
 		return v, res, err
 	}
 	var zero T
@@ -70,15 +82,15 @@ func Connect[T any](ctx context.Context, g *Gate, p Policy, dial func(ctx contex
 	if err != nil {
 		return zero, res, err
 	}
-	v, err = attempt(ctx, g, p, dial, &res)
+	v, err = attempt(ctx, g, p, dial, &res, arrival)
 	return v, res, err
 }
 
 // attempt makes one network attempt through the gate and reports its outcome.
-func attempt[T any](ctx context.Context, g *Gate, p Policy, dial func(ctx context.Context) (T, error), res *Result) (T, error) {
+func attempt[T any](ctx context.Context, g *Gate, p Policy, dial func(ctx context.Context) (T, error), res *Result, arrival time.Time) (T, error) {
 	var zero T
 	start := time.Now()
-	permit, err := g.Wait(ctx)
+	permit, err := g.wait(ctx, arrival)
 	res.Waited += time.Since(start)
 	if err != nil {
 		return zero, err

@@ -170,7 +170,11 @@ func TestConnect(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				g := New(tt.cfg)
+				cfg := tt.cfg
+				if cfg.Mode == "" {
+					cfg.Mode = ReferenceMode
+				}
+				g := New(cfg)
 				for range tt.taken {
 					if _, err := g.Wait(t.Context()); err != nil {
 						t.Fatal(err)
@@ -244,7 +248,7 @@ func TestConnectContextEnds(t *testing.T) {
 
 func TestConnectParentDeadlineShorterThanTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		g := New(Config{})
+		g := New(Config{Mode: ReferenceMode})
 		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 		defer cancel()
 		var attempts []time.Duration

@@ -21,20 +21,22 @@ type Mode string
 
 // Modes.
 const (
-	Adaptive Mode = "adaptive" // spacing is the price of observed rejections (the default)
-	Fixed    Mode = "fixed"    // spacing is Config.Floor forever; outcomes change nothing
-	Off      Mode = "off"      // never waits; outcomes change nothing
+	Adaptive      Mode = "adaptive"  // a congestion controller for upgrades (the default)
+	ReferenceMode Mode = "reference" // the reference design: spacing is the price of observed rejections
+	Fixed         Mode = "fixed"     // spacing is Config.Floor forever; outcomes change nothing
+	Off           Mode = "off"       // never waits; outcomes change nothing
 )
 
-// ParseMode returns the Mode named s ("adaptive", "fixed" or "off"; "" means Adaptive).
+// ParseMode returns the Mode named s ("adaptive", "reference", "fixed" or "off"; "" means
+// Adaptive).
 func ParseMode(s string) (Mode, error) {
 	switch m := Mode(s); m {
 	case "":
 		return Adaptive, nil
-	case Adaptive, Fixed, Off:
+	case Adaptive, ReferenceMode, Fixed, Off:
 		return m, nil
 	default:
-		return "", fmt.Errorf("gate: unknown mode %q (want %q, %q or %q)", s, Adaptive, Fixed, Off)
+		return "", fmt.Errorf("gate: unknown mode %q (want %q, %q, %q or %q)", s, Adaptive, ReferenceMode, Fixed, Off)
 	}
 }
 
@@ -49,13 +51,23 @@ func (m *Mode) UnmarshalText(text []byte) error {
 	return nil
 }
 
-// Config configures a Gate. Zero (or negative) values are the documented defaults.
+// Config configures a Gate. Zero (or negative) values are the documented defaults. Floor and Max
+// apply to the Adaptive and Reference modes, Widen and RelaxAfter to Reference only, the rest to
+// Adaptive only (see [Gate] for what each does and why its default is what it is).
 type Config struct {
 	Mode       Mode          // default Adaptive
 	Floor      time.Duration // lowest spacing, never relaxed away; default 0 (an idle gate never waits)
-	Widen      time.Duration // spacing after the first rejection; default 1s
-	Max        time.Duration // highest spacing reached by doubling; default 8s (a Floor above it wins)
-	RelaxAfter int           // successes in a row that halve the spacing; default 20
+	Widen      time.Duration // Reference: spacing after the first rejection; default 1s
+	Max        time.Duration // highest spacing; default 8s (a Floor above it wins)
+	RelaxAfter int           // Reference: successes in a row that halve the spacing; default 20
+
+	InitialWindow int           // Adaptive: upgrades in flight at first; default 4
+	MaxWindow     int           // Adaptive: upgrades in flight at most; default 1024
+	Backoff       float64       // Adaptive: spacing multiplier on a rejection (> 1); default 1.25
+	Relax         float64       // Adaptive: first relaxation's spacing multiplier (< 1); default 15/16
+	RelaxRun      int           // Adaptive: paced successes in a row per relaxation step; default 8
+	RateWindow    time.Duration // Adaptive: how far back accepted upgrades are counted; default 1s
+	Lease         time.Duration // Adaptive: longest an unreported Permit holds its window slot; default 1m
 }
 
 // Defaults.
@@ -63,19 +75,49 @@ const (
 	DefaultWiden      = time.Second
 	DefaultMax        = 8 * time.Second
 	DefaultRelaxAfter = 20
+
+	DefaultInitialWindow = 4
+	DefaultMaxWindow     = 1024
+	DefaultBackoff       = 1.25
+	DefaultRelax         = 15.0 / 16
+	DefaultRelaxRun      = 8
+	DefaultRateWindow    = time.Second
+	DefaultLease         = time.Minute
 )
 
-// Reference returns the reference proxy's parameters: adaptive, floor 0, widen to 1 s, double up to
-// 8 s, halve after 20 successes in a row. It stays fixed when the defaults change, so an A/B
-// against the reference can always be rerun. Pair it with [ReferencePolicy].
+// Reference returns the reference proxy's parameters: mode ReferenceMode, floor 0, widen to 1 s,
+// double up to 8 s, halve after 20 successes in a row. It stays fixed when the defaults change,
+// so an A/B against the reference can always be rerun. Pair it with [ReferencePolicy].
 func Reference() Config {
-	return Config{Mode: Adaptive, Floor: 0, Widen: time.Second, Max: 8 * time.Second, RelaxAfter: 20}
+	return Config{Mode: ReferenceMode, Floor: 0, Widen: time.Second, Max: 8 * time.Second, RelaxAfter: 20}
 }
 
 // withDefaults fills in the zero fields.
 func (c Config) withDefaults() Config {
 	if c.Mode == "" {
 		c.Mode = Adaptive
+	}
+	if c.InitialWindow <= 0 {
+		c.InitialWindow = DefaultInitialWindow
+	}
+	if c.MaxWindow <= 0 {
+		c.MaxWindow = DefaultMaxWindow
+	}
+	c.InitialWindow = min(c.InitialWindow, c.MaxWindow)
+	if !(c.Backoff > 1) { // also NaN
+		c.Backoff = DefaultBackoff
+	}
+	if !(c.Relax > 0 && c.Relax < 1) {
+		c.Relax = DefaultRelax
+	}
+	if c.RelaxRun <= 0 {
+		c.RelaxRun = DefaultRelaxRun
+	}
+	if c.RateWindow <= 0 {
+		c.RateWindow = DefaultRateWindow
+	}
+	if c.Lease <= 0 {
+		c.Lease = DefaultLease
 	}
 	c.Floor = max(c.Floor, 0)
 	if c.Widen <= 0 {
@@ -90,29 +132,68 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// A Gate spaces the starts of new upstream connections, per process and per origin.
+// A Gate paces the starts of new upstream connections (WebSocket upgrades), per process and per
+// origin. [Gate.Wait] blocks until a start may happen and returns a [Permit] on which the caller
+// reports the upgrade's outcome exactly once; most callers want [Connect], which does both.
+//
+// # Adaptive (the default): a congestion controller for upgrades
+//
+// An origin's upgrade limit behaves like a token bucket (a burst, then a rate). The gate probes
+// for both instead of jumping, with two limits that a start must both pass:
+//
+//   - A window of upgrades in flight (granted, not yet reported). It starts at InitialWindow (4),
+//     grows by one per success while below the slow-start threshold (so it doubles every round
+//     of handshakes; loopback handshakes take about a millisecond, so a healthy origin sees it
+//     at hundreds within milliseconds), and by one per window of successes above it. A rejection
+//     halves it (never below 1) and sets the threshold there. It grows only while it limits
+//     (callers are queued or it is at least half full), so a quiet period does not build up a
+//     window that the next burst would storm the origin with. MaxWindow (1024) caps it.
+//     Against a burst-5 origin a 60-burst loses a handful of upgrades instead of 55.
+//   - A spacing between consecutive starts, for the rate. It is Floor (0) until the first
+//     rejection, which sets it to the rate the origin was just measured to accept: RateWindow
+//     (1s) divided by the upgrades accepted in the last RateWindow. Every later rejection
+//     multiplies it by Backoff (1.25), and never sets it below the measured value. While callers
+//     are queued behind the spacing (so the pace, not the demand, is what limits), every RelaxRun
+//     (8) successes relax it: the first step multiplies it by Relax (15/16), and each further step
+//     without a rejection doubles the cut (7/8, 3/4, then 1/2 per step). So the gate probes
+//     gently just above a rate that was rejected, and fast when the origin has clearly recovered;
+//     it never snaps to 0 (below 1ms it is Floor: at that rate the window is the limit anyway).
+//     Spacing stays within [Floor, max(Max, Floor)]; Max is 8s.
+//
+// Rejections of attempts that started before the last reaction are one signal, not one each, as
+// in the reference design (compare TCP, which cuts its window once per round trip). Every
+// rejection pushes the next start to at least now + spacing, and a Retry-After to at least now +
+// Retry-After: Retry-After always wins. Other failures ([Permit.Failed]) only free the slot.
+// Waiting callers start in arrival order; [Connect] retries an origin 403 through the gate, in
+// its original place in the line, until it succeeds or its context ends.
+//
+// Every Permit must be reported (Connect always does). An unreported one holds its window slot
+// for at most Lease (1m), then the slot is reclaimed; a second report of a Permit, or one after
+// its lease, changes only the counters (and a Retry-After it carries is still honoured).
+//
+// # Reference: the reference design, kept for the A/B
 //
 // A start reserves the next slot, start = max(now, next), and moves next to start + spacing; the
-// caller then waits until start outside any lock. How spacing moves depends on the Mode:
+// caller then waits until start outside any lock. Spacing starts at Floor (default 0): an idle,
+// healthy process is not paced at all. An origin rejection ([Permit.Forbidden]) widens it to Widen
+// (default 1s) if it was below, else doubles it, capped at Max (default 8s); it also resets the
+// success streak and pushes the next start to at least now + spacing, and to now + Retry-After
+// when the origin sent one. Only a rejection of an attempt that started after the last widening
+// widens again, so a burst of attempts rejected together is one signal, not one doubling each.
+// RelaxAfter (default 20) successes in a row ([Permit.Succeeded]) halve the spacing; a halved
+// spacing below Widen snaps to Floor. Other failures ([Permit.Failed]) change nothing. Spacing is
+// never below Floor, and a Floor above Max wins over Max. [Reference] returns these parameters;
+// Connect retries a 403 once, after the cooldown ([ReferencePolicy]).
 //
-//   - Adaptive (the default). Spacing starts at Floor (default 0): an idle, healthy process is not
-//     paced at all. An origin rejection ([Permit.Forbidden]) widens it to Widen (default 1s) if it
-//     was below, else doubles it, capped at Max (default 8s); it also resets the success streak and
-//     pushes the next start to at least now + spacing, and to now + Retry-After when the origin sent
-//     one. Only a rejection of an attempt that started after the last widening widens again, so a
-//     burst of attempts rejected together is one signal, not one doubling each. RelaxAfter (default
-//     20) successes in a row ([Permit.Succeeded]) halve the spacing; a halved spacing below Widen
-//     snaps to Floor. Other failures ([Permit.Failed]) change nothing. Spacing is never below
-//     Floor, and a Floor above Max wins over Max.
-//   - Fixed: spacing is Floor forever; outcomes are counted but change nothing.
-//   - Off: starts never wait; outcomes are counted but change nothing.
+// # Fixed and Off
 //
-// Outcome reports never block: one that finds the gate busy may be dropped, which is harmless (the
-// next rejection carries the same signal). Cancelling a wait gives its slot back when no later start
-// has been reserved behind it.
+// Fixed: spacing is Floor forever; outcomes are counted but change nothing. Off: starts never
+// wait; outcomes are counted but change nothing.
 //
-// Most callers want [Connect]; [Gate.Wait] is the primitive under it. [Reference] returns the
-// reference proxy's parameters as a named preset.
+// Outcome reports never block on I/O or a wait. In Reference mode one that finds the gate busy may
+// be dropped, which is harmless (the next rejection carries the same signal). Cancelling a wait
+// gives its slot back (in Reference and Fixed mode when no later start has been reserved behind
+// it).
 //
 // The zero value is a ready-to-use adaptive Gate with the defaults, as is New(Config{}).
 // A Gate is safe for concurrent use by multiple goroutines.
@@ -120,9 +201,10 @@ type Gate struct {
 	mu        sync.Mutex
 	spacing   time.Duration // current gap between starts
 	streak    int           // successes in a row since the last rejection or relaxation
-	next      time.Time     // earliest start of the next reservation
+	next      time.Time     // Reference, Fixed: earliest start of the next reservation
 	widenedAt time.Time     // when spacing last widened: older attempts' rejections do not widen again
 	seq       uint64        // bumped whenever next moves, so a cancelled wait knows it was the last
+	a         adaptive      // the Adaptive controller's state
 
 	cfg Config // immutable after New; the zero value means "the defaults"
 
@@ -150,6 +232,14 @@ func New(cfg Config) *Gate {
 // config returns the configuration with the defaults applied (they matter for the zero Gate).
 func (g *Gate) config() Config { return g.cfg.withDefaults() }
 
+// mode returns the Mode without the cost of applying every default.
+func (g *Gate) mode() Mode {
+	if g.cfg.Mode == "" {
+		return Adaptive
+	}
+	return g.cfg.Mode
+}
+
 // reservation is one reserved slot. seq is 0 when the reservation did not move next.
 type reservation struct {
 	start time.Time
@@ -160,10 +250,22 @@ type reservation struct {
 // its outcome. If ctx is done first, Wait returns ctx.Err() (unwrapped) at once and gives the slot
 // back when that is possible. Wait does not allocate when it does not have to wait.
 func (g *Gate) Wait(ctx context.Context) (Permit, error) {
+	return g.wait(ctx, time.Time{})
+}
+
+// wait is Wait for a caller that arrived at arrival (zero: now); in Adaptive mode, waiting callers
+// start in arrival order, so a retry keeps its place in the line.
+func (g *Gate) wait(ctx context.Context, arrival time.Time) (Permit, error) {
 	if err := ctx.Err(); err != nil {
 		return Permit{}, err
 	}
 	now := time.Now()
+	if g.mode() == Adaptive {
+		if arrival.IsZero() {
+			arrival = now
+		}
+		return g.waitAdaptive(ctx, now, arrival)
+	}
 	r := g.reserve(now)
 	if delay := r.start.Sub(now); delay > 0 {
 		t := time.NewTimer(delay)
@@ -225,14 +327,25 @@ type Snapshot struct {
 	Waited     time.Duration // total time callers spent waiting, including cancelled waits
 	Successes  int64         // successful upgrades reported
 	Failures   int64         // other failures reported
+	Window     int           // Adaptive: upgrades allowed in flight (0 in the other modes)
+	InFlight   int           // Adaptive: permits granted and not yet reported
+	Queued     int           // Adaptive: callers waiting in the gate
 }
 
 // Snapshot returns the current state.
 func (g *Gate) Snapshot() Snapshot {
 	g.mu.Lock()
 	spacing, streak := g.spacing, g.streak
+	var window, inflight, queued int
+	if g.mode() == Adaptive {
+		g.a.init(g.config())
+		window, inflight, queued = g.a.window, g.a.inflight, len(g.a.queue)
+	}
 	g.mu.Unlock()
 	return Snapshot{
+		Window:     window,
+		InFlight:   inflight,
+		Queued:     queued,
 		Mode:       g.config().Mode,
 		Spacing:    spacing,
 		Streak:     streak,

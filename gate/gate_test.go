@@ -80,7 +80,7 @@ func every(from, d time.Duration, n int) []time.Duration {
 }
 
 func TestIdleGateStartsEveryoneAtOnce(t *testing.T) {
-	for _, cfg := range []Config{{}, Reference(), {Mode: Fixed}, {Mode: Off, Floor: time.Second}} {
+	for _, cfg := range []Config{Reference(), {Mode: Fixed}, {Mode: Off, Floor: time.Second}} {
 		t.Run(string(cfg.Mode), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				g := New(cfg)
@@ -100,7 +100,7 @@ func TestIdleGateStartsEveryoneAtOnce(t *testing.T) {
 
 func TestOneRejectionSpacesLaterStarts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		g := New(Config{})
+		g := New(Config{Mode: ReferenceMode})
 		t0 := time.Now()
 		p, _ := take(t, g, t0)
 		p.Forbidden(0)
@@ -113,7 +113,7 @@ func TestOneRejectionSpacesLaterStarts(t *testing.T) {
 
 func TestSequentialRejectionsWiden(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		g := New(Config{})
+		g := New(Config{Mode: ReferenceMode})
 		t0 := time.Now()
 		wantSpacing := []time.Duration{1, 2, 4, 8, 8, 8}
 		// Each rejection pushes the next start to now + the new spacing.
@@ -136,7 +136,7 @@ func TestSequentialRejectionsWiden(t *testing.T) {
 
 func TestBurstOfRejectionsWidensOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		g := New(Config{})
+		g := New(Config{Mode: ReferenceMode})
 		t0 := time.Now()
 		var wg sync.WaitGroup
 		for range 30 {
@@ -177,15 +177,15 @@ func TestRelax(t *testing.T) {
 		want       time.Duration
 		wantStreak int
 	}{
-		{"19 successes do not halve", Config{}, 1, 19, time.Second, 19},
-		{"20 successes halve, below Widen snaps to 0", Config{}, 1, 20, 0, 0},
-		{"20 successes halve 8s", Config{}, 4, 20, 4 * time.Second, 0},
-		{"39 successes halve once", Config{}, 4, 39, 4 * time.Second, 19},
-		{"it returns to 0", Config{}, 4, 80, 0, 0},
-		{"RelaxAfter is configurable", Config{RelaxAfter: 3}, 2, 3, time.Second, 0},
-		{"floor is never relaxed away", Config{Floor: 2 * time.Second}, 1, 100, 2 * time.Second, 0},
-		{"snap goes to the floor, not 0", Config{Floor: 300 * time.Millisecond}, 1, 20, 300 * time.Millisecond, 0},
-		{"floor above Max", Config{Floor: 10 * time.Second, Max: 8 * time.Second}, 3, 100, 10 * time.Second, 0},
+		{"19 successes do not halve", Config{Mode: ReferenceMode}, 1, 19, time.Second, 19},
+		{"20 successes halve, below Widen snaps to 0", Config{Mode: ReferenceMode}, 1, 20, 0, 0},
+		{"20 successes halve 8s", Config{Mode: ReferenceMode}, 4, 20, 4 * time.Second, 0},
+		{"39 successes halve once", Config{Mode: ReferenceMode}, 4, 39, 4 * time.Second, 19},
+		{"it returns to 0", Config{Mode: ReferenceMode}, 4, 80, 0, 0},
+		{"RelaxAfter is configurable", Config{Mode: ReferenceMode, RelaxAfter: 3}, 2, 3, time.Second, 0},
+		{"floor is never relaxed away", Config{Mode: ReferenceMode, Floor: 2 * time.Second}, 1, 100, 2 * time.Second, 0},
+		{"snap goes to the floor, not 0", Config{Mode: ReferenceMode, Floor: 300 * time.Millisecond}, 1, 20, 300 * time.Millisecond, 0},
+		{"floor above Max", Config{Mode: ReferenceMode, Floor: 10 * time.Second, Max: 8 * time.Second}, 3, 100, 10 * time.Second, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -204,7 +204,7 @@ func TestRelax(t *testing.T) {
 
 func TestRejectionResetsStreak(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		g := New(Config{})
+		g := New(Config{Mode: ReferenceMode})
 		t0 := time.Now()
 		old, _ := take(t, g, t0) // started before the widening below: its rejection will not widen
 		p, _ := take(t, g, t0)
@@ -232,12 +232,12 @@ func TestFloor(t *testing.T) {
 		rejections  int
 		wantSpacing time.Duration
 	}{
-		{"floor paces an idle gate", Config{Floor: 2 * time.Second}, 0, 2 * time.Second},
-		{"floor above Widen doubles", Config{Floor: 2 * time.Second}, 1, 4 * time.Second},
-		{"floor below Widen widens to Widen", Config{Floor: 300 * time.Millisecond}, 1, time.Second},
-		{"capped at Max", Config{Floor: 2 * time.Second}, 5, 8 * time.Second},
-		{"floor above Max wins", Config{Floor: 10 * time.Second, Max: 8 * time.Second}, 3, 10 * time.Second},
-		{"custom Widen and Max", Config{Widen: 250 * time.Millisecond, Max: time.Second}, 4, time.Second},
+		{"floor paces an idle gate", Config{Mode: ReferenceMode, Floor: 2 * time.Second}, 0, 2 * time.Second},
+		{"floor above Widen doubles", Config{Mode: ReferenceMode, Floor: 2 * time.Second}, 1, 4 * time.Second},
+		{"floor below Widen widens to Widen", Config{Mode: ReferenceMode, Floor: 300 * time.Millisecond}, 1, time.Second},
+		{"capped at Max", Config{Mode: ReferenceMode, Floor: 2 * time.Second}, 5, 8 * time.Second},
+		{"floor above Max wins", Config{Mode: ReferenceMode, Floor: 10 * time.Second, Max: 8 * time.Second}, 3, 10 * time.Second},
+		{"custom Widen and Max", Config{Mode: ReferenceMode, Widen: 250 * time.Millisecond, Max: time.Second}, 4, time.Second},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -266,10 +266,10 @@ func TestRetryAfterPushesNextStart(t *testing.T) {
 		retryAfter time.Duration
 		want       time.Duration // start of the next attempt
 	}{
-		{"longer than spacing wins", Config{}, 5 * time.Second, 5 * time.Second},
-		{"shorter than spacing", Config{}, 500 * time.Millisecond, time.Second},
-		{"none", Config{}, 0, time.Second},
-		{"longer than Max", Config{}, time.Minute, time.Minute},
+		{"longer than spacing wins", Config{Mode: ReferenceMode}, 5 * time.Second, 5 * time.Second},
+		{"shorter than spacing", Config{Mode: ReferenceMode}, 500 * time.Millisecond, time.Second},
+		{"none", Config{Mode: ReferenceMode}, 0, time.Second},
+		{"longer than Max", Config{Mode: ReferenceMode}, time.Minute, time.Minute},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -444,14 +444,14 @@ func TestSnapshotCounters(t *testing.T) {
 	})
 }
 
-func TestZeroGateIsAdaptiveWithDefaults(t *testing.T) {
+func TestReferencePresetWidensToMax(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var g Gate
+		g := New(Reference())
 		t0 := time.Now()
-		reject(t, &g, 5)
+		reject(t, g, 5)
 		s := g.Snapshot()
-		if s.Mode != Adaptive || s.Spacing != 8*time.Second {
-			t.Errorf("zero Gate after 5 rejections: mode %q spacing %v, want adaptive 8s", s.Mode, s.Spacing)
+		if s.Mode != ReferenceMode || s.Spacing != 8*time.Second {
+			t.Errorf("reference Gate after 5 rejections: mode %q spacing %v, want reference 8s", s.Mode, s.Spacing)
 		}
 		if at := time.Since(t0); at != 15*time.Second {
 			t.Errorf("5 sequential rejections took %v, want 15s", at)
@@ -460,14 +460,18 @@ func TestZeroGateIsAdaptiveWithDefaults(t *testing.T) {
 }
 
 func TestConfigDefaults(t *testing.T) {
-	want := Config{Mode: Adaptive, Widen: time.Second, Max: 8 * time.Second, RelaxAfter: 20}
+	want := Config{Mode: Adaptive, Widen: time.Second, Max: 8 * time.Second, RelaxAfter: 20,
+		InitialWindow: 4, MaxWindow: 1024, Backoff: 1.25, Relax: 15.0 / 16, RelaxRun: 8,
+		RateWindow: time.Second, Lease: time.Minute}
 	if got := (Config{}).withDefaults(); got != want {
 		t.Errorf("defaults = %+v, want %+v", got, want)
 	}
-	if got := Reference(); got != want {
-		t.Errorf("Reference() = %+v, want %+v", got, want)
+	ref := Config{Mode: ReferenceMode, Widen: time.Second, Max: 8 * time.Second, RelaxAfter: 20}
+	if got := Reference(); got != ref {
+		t.Errorf("Reference() = %+v, want %+v", got, ref)
 	}
-	if got := (Config{Floor: -1, Widen: -1, Max: -1, RelaxAfter: -1}).withDefaults(); got != want {
+	if got := (Config{Floor: -1, Widen: -1, Max: -1, RelaxAfter: -1, InitialWindow: -1, MaxWindow: -1,
+		Backoff: math.NaN(), Relax: 1, RelaxRun: -1, RateWindow: -1, Lease: -1}).withDefaults(); got != want {
 		t.Errorf("negative values = %+v, want the defaults %+v", got, want)
 	}
 	if got, want := ReferencePolicy(), (Policy{}).withDefaults(); got != want {
@@ -483,6 +487,7 @@ func TestParseMode(t *testing.T) {
 	}{
 		{"", Adaptive, false},
 		{"adaptive", Adaptive, false},
+		{"reference", ReferenceMode, false},
 		{"fixed", Fixed, false},
 		{"off", Off, false},
 		{"Off", "", true},
