@@ -205,7 +205,7 @@ func (g *Gate) succeededAdaptive(c Config) {
 	}
 	g.streak = 0
 	g.a.steps++
-	cut := (1 - c.Relax) * float64(uint64(1)<<min(g.a.steps-1, 10))
+	cut := (1 - c.Relax) * float64(g.a.steps)
 	s := time.Duration(float64(g.spacing) * max(1-cut, 0.5))
 	if s < minSpacing {
 		s = 0
