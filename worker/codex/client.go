@@ -232,6 +232,9 @@ func (c *Client) run(ctx context.Context, cn *conn, frame []byte, onEvent func(E
 		if typ == typeRateLimits {
 			continue
 		}
+		// Events are passed on as received, except that an origin echoing our credentials (in an
+		// error event, response.failed, ...) must not hand them to the client.
+		f.data = c.redact.cleanFrame(f.data)
 		if pooled && events == 0 && typ == typeError && connLimitEvent(f.data) {
 			cn.close(false)
 			return true, upstreamError("pooled socket reached its connection limit")

@@ -86,6 +86,16 @@ func FuzzEventParse(f *testing.F) {
 			t.Fatalf("connLimitEvent(%q) without the code in the frame", data)
 		}
 
+		clean := r.cleanFrame(data)
+		if bytes.Contains(clean, []byte(fuzzToken)) || bytes.Contains(clean, []byte(fuzzAccount)) {
+			t.Fatalf("cleanFrame(%q) = %q still carries a secret", data, clean)
+		}
+		if json.Valid(data) && !json.Valid(clean) {
+			t.Fatalf("cleanFrame(%q) = %q is no longer JSON", data, clean)
+		}
+		if !bytes.Contains(data, []byte(fuzzToken)) && !bytes.Contains(data, []byte(fuzzAccount)) && !bytes.Equal(clean, data) {
+			t.Fatalf("cleanFrame changed a frame without secrets: %q -> %q", data, clean)
+		}
 		checkError(t, "mapErrorEvent", mapErrorEvent(data, r, now))
 		checkError(t, "mapFailed", mapFailed(data, r))
 		checkError(t, "mapIncomplete", mapIncomplete(data, r))

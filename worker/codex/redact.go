@@ -1,6 +1,7 @@
 package codex
 
 import (
+	"bytes"
 	"strings"
 	"unicode/utf8"
 )
@@ -58,4 +59,16 @@ func truncate(s string, n int) string {
 		cut--
 	}
 	return s[:cut]
+}
+
+// cleanFrame replaces every configured secret in an event frame with [redacted]. A frame without
+// one is returned unchanged (the common case costs one scan per secret). The secrets are bearer
+// tokens and ids, which JSON carries unescaped, so the frame stays valid JSON.
+func (r redactor) cleanFrame(data []byte) []byte {
+	for _, sec := range r.secrets {
+		if bytes.Contains(data, []byte(sec)) {
+			data = bytes.ReplaceAll(data, []byte(sec), []byte(redacted))
+		}
+	}
+	return data
 }
