@@ -461,7 +461,7 @@ func TestReferencePresetWidensToMax(t *testing.T) {
 
 func TestConfigDefaults(t *testing.T) {
 	want := Config{Mode: Adaptive, Widen: time.Second, Max: 8 * time.Second, RelaxAfter: 20,
-		InitialWindow: 4, MaxWindow: 1024, Backoff: 1.25, Relax: 15.0 / 16, RelaxRun: 8,
+		InitialWindow: 2, MaxWindow: 1024, Backoff: 1.25, Relax: 15.0 / 16, RelaxRun: 8,
 		RateWindow: time.Second, Lease: time.Minute}
 	if got := (Config{}).withDefaults(); got != want {
 		t.Errorf("defaults = %+v, want %+v", got, want)
