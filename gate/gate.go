@@ -2,7 +2,8 @@
 // not provoke the origin into rejecting them with HTTP 403.
 //
 // Call [New] once per process and origin, then wrap every new upgrade in [Connect], which waits in
-// the gate, dials with a per-attempt timeout, reports the outcome and retries an origin 403 once.
+// the gate, dials with a per-attempt timeout, reports the outcome and retries an origin 403 (paced
+// by the gate until the context ends in Adaptive mode, once after a cooldown in the others).
 // Callers that need finer control use [Gate.Wait] and report on the returned [Permit] themselves.
 //
 // The package is pure logic: it does no I/O and imports nothing but the standard library.
@@ -52,14 +53,14 @@ func (m *Mode) UnmarshalText(text []byte) error {
 }
 
 // Config configures a Gate. Zero (or negative) values are the documented defaults. Floor and Max
-// apply to the Adaptive and Reference modes, Widen and RelaxAfter to Reference only, the rest to
-// Adaptive only (see [Gate] for what each does and why its default is what it is).
+// apply to the Adaptive and ReferenceMode modes, Widen and RelaxAfter to ReferenceMode only, the
+// rest to Adaptive only (see [Gate] for what each does and why its default is what it is).
 type Config struct {
 	Mode       Mode          // default Adaptive
 	Floor      time.Duration // lowest spacing, never relaxed away; default 0 (an idle gate never waits)
-	Widen      time.Duration // Reference: spacing after the first rejection; default 1s
+	Widen      time.Duration // ReferenceMode: spacing after the first rejection; default 1s
 	Max        time.Duration // highest spacing; default 8s (a Floor above it wins)
-	RelaxAfter int           // Reference: successes in a row that halve the spacing; default 20
+	RelaxAfter int           // ReferenceMode: successes in a row that halve the spacing; default 20
 
 	InitialWindow int           // Adaptive: upgrades in flight at first; default 2
 	MaxWindow     int           // Adaptive: upgrades in flight at most; default 1024
@@ -179,7 +180,7 @@ func (c Config) withDefaults() Config {
 // for at most Lease (1m), then the slot is reclaimed; a second report of a Permit, or one after
 // its lease, changes only the counters (and a Retry-After it carries is still honoured).
 //
-// # Reference: the reference design, kept for the A/B
+// # ReferenceMode ("reference"): the reference design, kept for the A/B
 //
 // A start reserves the next slot, start = max(now, next), and moves next to start + spacing; the
 // caller then waits until start outside any lock. Spacing starts at Floor (default 0): an idle,
@@ -198,9 +199,9 @@ func (c Config) withDefaults() Config {
 // Fixed: spacing is Floor forever; outcomes are counted but change nothing. Off: starts never
 // wait; outcomes are counted but change nothing.
 //
-// Outcome reports never block on I/O or a wait. In Reference mode one that finds the gate busy may
+// Outcome reports never block on I/O or a wait. In ReferenceMode one that finds the gate busy may
 // be dropped, which is harmless (the next rejection carries the same signal). Cancelling a wait
-// gives its slot back (in Reference and Fixed mode when no later start has been reserved behind
+// gives its slot back (in ReferenceMode and Fixed when no later start has been reserved behind
 // it).
 //
 // The zero value is a ready-to-use adaptive Gate with the defaults, as is New(Config{}).

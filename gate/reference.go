@@ -2,7 +2,7 @@ package gate
 
 import "time"
 
-// The reference controller's arithmetic (Mode Reference), as pure functions of the configuration.
+// The reference controller's arithmetic (ReferenceMode), as pure functions of the configuration.
 // The Adaptive controller lives in adaptive.go.
 
 // widened returns the spacing after a rejection: Widen if s was below it, else doubled, capped at
