@@ -2,7 +2,6 @@ package queue
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -29,10 +28,12 @@ func backoff(n int) time.Duration {
 }
 
 // Connect connects to the NATS server(s) at url (comma-separated list allowed) with the connection
-// name name. The first connection is retried with backoff until it succeeds or ctx is done; once
-// connected, the connection reconnects forever with backoff and jitter. Disconnects, reconnects,
-// the final close and asynchronous errors (e.g. slow consumers) are logged to logger (nil: discarded).
-func Connect(ctx context.Context, url, name string, logger *slog.Logger) (*nats.Conn, error) {
+// name name. The first connection is retried with backoff until it succeeds or ctx is done, except
+// when retrying cannot help (credentials refused, a TLS certificate or file problem): that error is
+// returned at once. Once connected, the connection reconnects forever with backoff and jitter.
+// Disconnects, reconnects, the final close and asynchronous errors (e.g. slow consumers) are logged
+// to logger (nil: discarded). extra options (e.g. Security.Options) are applied after Connect's own.
+func Connect(ctx context.Context, url, name string, logger *slog.Logger, extra ...nats.Option) (*nats.Conn, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -66,13 +67,14 @@ func Connect(ctx context.Context, url, name string, logger *slog.Logger) (*nats.
 			log.Error("NATS async error", "error", err)
 		}),
 	}
+	opts = append(opts, extra...)
 	for attempt := 0; ; attempt++ {
 		nc, err := nats.Connect(url, opts...)
 		if err == nil {
 			return nc, nil
 		}
-		if errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) {
-			return nil, fmt.Errorf("queue: connect to NATS: %w", err)
+		if permanent(err) {
+			return nil, fmt.Errorf("queue: connect to NATS at %s: %w%s", RedactURL(url), err, tlsHint(err))
 		}
 		wait := backoff(attempt)
 		log.Warn("NATS connect failed; retrying", "error", err, "attempt", attempt+1, "retry_in", wait)

@@ -3,6 +3,7 @@ package worker
 import (
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -26,6 +27,18 @@ type Config struct {
 	Subject          string `envconfig:"SUBJECT" default:"codex.generate" desc:"subject of generation requests"`
 	QueueGroup       string `envconfig:"QUEUE_GROUP" default:"codexpool" desc:"queue group every worker joins"`
 	WorkerID         string `envconfig:"WORKER_ID" desc:"this worker's id in replies, logs and stats; default <hostname>-<pid>"`
+
+	// NATS authentication and TLS (one auth kind at most). Secret values are never logged.
+	NATSCreds    string `envconfig:"NATS_CREDS" desc:"NATS credentials file (user JWT + nkey seed)"`
+	NATSNKey     string `envconfig:"NATS_NKEY" desc:"NATS nkey seed file"`
+	NATSUser     string `envconfig:"NATS_USER" desc:"NATS user name (with CODEXPOOL_NATS_PASSWORD)"`
+	NATSPassword string `envconfig:"NATS_PASSWORD" desc:"NATS password"`
+	NATSToken    string `envconfig:"NATS_TOKEN" desc:"NATS authorization token"`
+	NATSTLSCA    string `envconfig:"NATS_TLS_CA" desc:"PEM file of the CA(s) that sign the NATS server's certificate; turns TLS on"`
+	NATSTLSCert  string `envconfig:"NATS_TLS_CERT" desc:"PEM client certificate for NATS (with CODEXPOOL_NATS_TLS_KEY)"`
+	NATSTLSKey   string `envconfig:"NATS_TLS_KEY" desc:"PEM key of the NATS client certificate"`
+
+	MetricsAddr string `envconfig:"METRICS_ADDR" desc:"where to serve Prometheus /metrics, /healthz and /readyz, e.g. 127.0.0.1:9464; empty = off"`
 
 	CodexURL       string `envconfig:"CODEX_URL" default:"https://chatgpt.com/backend-api/codex/responses" desc:"Codex origin; http(s) and ws(s) accepted"`
 	CodexToken     string `envconfig:"CODEX_TOKEN" desc:"bearer token (API key or ChatGPT access token)"`
@@ -99,6 +112,11 @@ func (c Config) Validate() error {
 		return bad("SHUTDOWN_GRACE", "must be >= 0, got %s", c.ShutdownGrace)
 	case c.Model == "":
 		return bad("MODEL", "must not be empty")
+	}
+	if c.MetricsAddr != "" {
+		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
+			return bad("METRICS_ADDR", "must be host:port, e.g. 127.0.0.1:9464, got %q", c.MetricsAddr)
+		}
 	}
 	if _, err := c.GateMode(); err != nil {
 		return err

@@ -10,11 +10,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/codexpool/codexpool/gate"
 	"github.com/codexpool/codexpool/schemas"
 	"github.com/codexpool/codexpool/worker/codex"
+	"github.com/codexpool/codexpool/worker/metrics"
 )
 
 // Worker runs generations against one Codex origin. Safe for concurrent use.
@@ -24,12 +26,18 @@ type Worker struct {
 	log   *slog.Logger
 	gate  *gate.Gate
 	codex *codex.Client
+	met   *metrics.Metrics
+
+	// lastSpacing is the gate spacing (ns) the last debug gate line reported, to log changes.
+	lastSpacing atomic.Int64
 }
 
 // Options are the dependencies of a Worker that do not come from the environment.
 type Options struct {
 	Logger  *slog.Logger // nil = discard
 	Version string       // sent upstream as the client version
+	// Metrics receives every generation's latency, time to first event and gate wait; nil = none.
+	Metrics *metrics.Metrics
 }
 
 // New returns a Worker for cfg. It resolves the Codex credentials (token, else the auth file)
@@ -69,7 +77,7 @@ func New(cfg Config, opts Options) (*Worker, error) {
 	id := cfg.ID()
 	log.Info("worker ready", "worker", id, "origin", cfg.CodexURL, "credentials", creds.Source,
 		"gate", mode, "floor_ms", cfg.WSConnectSpacingMS, "reuse", cfg.WSReuse, "model", cfg.Model)
-	return &Worker{cfg: cfg, id: id, log: log, gate: g, codex: cc}, nil
+	return &Worker{cfg: cfg, id: id, log: log, gate: g, codex: cc, met: opts.Metrics}, nil
 }
 
 // ID returns the worker's id.
@@ -84,9 +92,16 @@ func (w *Worker) Generate(ctx context.Context, req *schemas.Request, emit func(e
 	if err != nil {
 		return nil, schemas.Errorf(schemas.CodeInvalidRequest, "%v", err)
 	}
-	var onEvent func(codex.Event) error
-	if emit != nil {
-		onEvent = func(ev codex.Event) error { return emit(ev.Data) }
+	// codex calls onEvent on the generation's own goroutine, so firstEvent needs no lock.
+	var firstEvent time.Duration
+	onEvent := func(ev codex.Event) error {
+		if firstEvent == 0 {
+			firstEvent = max(time.Since(start), time.Nanosecond)
+		}
+		if emit != nil {
+			return emit(ev.Data)
+		}
+		return nil
 	}
 	res, err := w.codex.Generate(ctx, frame, onEvent)
 	var out []byte
@@ -96,14 +111,46 @@ func (w *Worker) Generate(ctx context.Context, req *schemas.Request, emit func(e
 			err = schemas.Errorf(schemas.CodeUpstreamError, "response.completed carried a bad response object: %v", err)
 		}
 	}
-	w.logResult(ctx, req, res, err, time.Since(start))
+	d := time.Since(start)
+	g := metrics.Generation{OK: err == nil, Duration: d, FirstEvent: firstEvent}
+	if res != nil && res.Attempts > 0 {
+		g.Dialed, g.GateWait = true, res.GateWait
+	}
+	w.met.Observe(g)
+	w.logResult(ctx, req, res, err, d, firstEvent)
+	w.logGate(ctx, req, res)
 	return out, err
 }
 
-func (w *Worker) logResult(ctx context.Context, req *schemas.Request, res *codex.Result, err error, d time.Duration) {
+// logGate writes the gate's decisions at debug level: how long a generation that dialed waited
+// and on how many attempts, and every change of the gate's spacing (widened after a 403,
+// relaxed after sustained success). The gate package itself does no I/O.
+func (w *Worker) logGate(ctx context.Context, req *schemas.Request, res *codex.Result) {
+	if !w.log.Enabled(ctx, slog.LevelDebug) {
+		return
+	}
+	s := w.gate.Snapshot()
+	if res != nil && res.Attempts > 0 {
+		w.log.LogAttrs(ctx, slog.LevelDebug, "gate: permit",
+			slog.String("request_id", req.ID), slog.String("mode", string(s.Mode)),
+			slog.Duration("gate_wait", res.GateWait), slog.Int("attempts", res.Attempts),
+			slog.Duration("spacing", s.Spacing), slog.Int64("starts", s.Starts))
+	}
+	if prev := w.lastSpacing.Swap(int64(s.Spacing)); prev != int64(s.Spacing) {
+		w.log.LogAttrs(ctx, slog.LevelDebug, "gate: spacing changed",
+			slog.String("mode", string(s.Mode)), slog.Duration("from", time.Duration(prev)),
+			slog.Duration("to", s.Spacing), slog.Int64("rejections", s.Rejections),
+			slog.Int("streak", s.Streak))
+	}
+}
+
+// logResult writes the one line per generation an operator filters on: request_id, worker,
+// status, code ("ok" on success), duration, first_event, and — when a socket was used — gate_wait,
+// attempts and reused. Successes log at info, failures at warn.
+func (w *Worker) logResult(ctx context.Context, req *schemas.Request, res *codex.Result, err error, d, firstEvent time.Duration) {
 	attrs := []slog.Attr{
 		slog.String("request_id", req.ID), slog.String("worker", w.id), slog.Bool("stream", req.Stream),
-		slog.Duration("duration", d),
+		slog.Duration("duration", d), slog.Duration("first_event", firstEvent),
 	}
 	if res != nil {
 		attrs = append(attrs, slog.Duration("gate_wait", res.GateWait), slog.Int("attempts", res.Attempts),
@@ -112,7 +159,7 @@ func (w *Worker) logResult(ctx context.Context, req *schemas.Request, res *codex
 	level := slog.LevelInfo
 	switch e, ok := schemas.AsError(err); {
 	case err == nil:
-		attrs = append(attrs, slog.Int("status", 200))
+		attrs = append(attrs, slog.Int("status", 200), slog.String("code", "ok"))
 	case ok:
 		level = slog.LevelWarn
 		attrs = append(attrs, slog.Int("status", e.Status), slog.String("code", string(e.Code)), slog.String("error", e.Message))
@@ -127,7 +174,8 @@ func (w *Worker) logResult(ctx context.Context, req *schemas.Request, res *codex
 		attrs = append(attrs, slog.Int("status", 503), slog.String("code", string(schemas.CodeUnavailable)))
 	default:
 		level = slog.LevelWarn
-		attrs = append(attrs, slog.Int("status", 502), slog.String("error", err.Error()))
+		attrs = append(attrs, slog.Int("status", 502), slog.String("code", string(schemas.CodeUpstreamError)),
+			slog.String("error", err.Error()))
 	}
 	w.log.LogAttrs(ctx, level, "generation", attrs...)
 }
@@ -143,6 +191,9 @@ func (w *Worker) StatsData() map[string]any {
 		"upstream": w.codex.Stats(),
 	}
 }
+
+// UpstreamStats returns the Codex client's counters (sockets, upgrades, retries).
+func (w *Worker) UpstreamStats() codex.Stats { return w.codex.Stats() }
 
 // Gate returns the worker's connect gate (for stats and tests).
 func (w *Worker) Gate() *gate.Gate { return w.gate }

@@ -64,9 +64,19 @@ func runAsk(ctx context.Context, e env, args []string) error {
 	}
 	req, _ := json.Marshal(body)
 
-	nc, err := nats.Connect(*natsURL, nats.Name("codexpool ask"), nats.Timeout(5*time.Second))
+	// The same CODEXPOOL_NATS_* authentication and TLS settings as a worker.
+	secOpts, err := queue.Security{
+		CredsFile: e.getenv("CODEXPOOL_NATS_CREDS"), NKeyFile: e.getenv("CODEXPOOL_NATS_NKEY"),
+		User: e.getenv("CODEXPOOL_NATS_USER"), Password: e.getenv("CODEXPOOL_NATS_PASSWORD"),
+		Token: e.getenv("CODEXPOOL_NATS_TOKEN"), TLSCA: e.getenv("CODEXPOOL_NATS_TLS_CA"),
+		TLSCert: e.getenv("CODEXPOOL_NATS_TLS_CERT"), TLSKey: e.getenv("CODEXPOOL_NATS_TLS_KEY"),
+	}.Options()
 	if err != nil {
-		return fmt.Errorf("ask: connect to NATS at %s: %w", *natsURL, err)
+		return fmt.Errorf("ask: %w", err)
+	}
+	nc, err := nats.Connect(*natsURL, append(secOpts, nats.Name("codexpool ask"), nats.Timeout(5*time.Second))...)
+	if err != nil {
+		return fmt.Errorf("ask: connect to NATS at %s: %w", queue.RedactURL(*natsURL), err)
 	}
 	defer nc.Close()
 	ctx, cancel := context.WithTimeout(ctx, *timeout)

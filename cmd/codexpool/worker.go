@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/codexpool/codexpool/queue"
 	"github.com/codexpool/codexpool/worker"
+	"github.com/codexpool/codexpool/worker/metrics"
 )
 
 const workerTrailer = `A worker joins the queue group on the request subject and runs each request it gets as a
@@ -42,11 +44,35 @@ func runWorker(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return err
 	}
-	w, err := worker.New(cfg, worker.Options{Logger: log, Version: getVersion()})
+	sec := natsSecurity(cfg)
+	natsOpts, err := sec.Options()
+	if err != nil {
+		return err
+	}
+	var met *metrics.Metrics
+	if cfg.MetricsAddr != "" {
+		met = metrics.New(cfg.ID(), getVersion())
+	}
+	w, err := worker.New(cfg, worker.Options{Logger: log, Version: getVersion(), Metrics: met})
 	if err != nil {
 		return err
 	}
 	defer w.Close()
+
+	// serving is true from the subscription's start until shutdown begins (/readyz).
+	var serving atomic.Bool
+	if met != nil {
+		ms, err := metrics.Start(cfg.MetricsAddr, met, log)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = ms.Shutdown(sctx)
+		}()
+		log.Info("metrics listening", "addr", ms.Addr(), "paths", "/metrics /healthz /readyz")
+	}
 
 	url := cfg.NATSURL
 	var ns *server.Server
@@ -62,7 +88,10 @@ func runWorker(ctx context.Context, e env, args []string) error {
 		url = ns.ClientURL()
 		log.Info("embedded NATS server started", "url", url)
 	}
-	nc, err := queue.Connect(ctx, url, "codexpool worker "+w.ID(), log)
+	if sec.Kind() != "none" || sec.TLS() {
+		log.Info("NATS security", "auth", sec.Kind(), "tls", sec.TLS(), "client_cert", sec.TLSCert != "")
+	}
+	nc, err := queue.Connect(ctx, url, "codexpool worker "+w.ID(), log, natsOpts...)
 	if err != nil {
 		return err
 	}
@@ -82,10 +111,23 @@ func runWorker(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return err
 	}
+	serving.Store(true)
+	if met != nil {
+		met.SetSources(metrics.Sources{
+			Service:  svc.Stats,
+			Upstream: w.UpstreamStats,
+			Gate:     w.Gate().Snapshot,
+			NATS:     nc,
+			Ready: func() bool {
+				return serving.Load() && nc.IsConnected() && !svc.Stats().Draining
+			},
+		})
+	}
 	log.Info("serving", "worker", w.ID(), "subject", cfg.Subject, "queue_group", cfg.QueueGroup,
 		"nats", nc.ConnectedUrlRedacted(), "max_inflight", cfg.MaxInflight)
 
 	<-ctx.Done()
+	serving.Store(false)
 	log.Info("shutting down: no new requests, finishing in-flight", "grace", cfg.ShutdownGrace)
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace)
 	err = svc.Shutdown(sctx)
@@ -105,6 +147,14 @@ func runWorker(ctx context.Context, e env, args []string) error {
 	}
 	log.Info("stopped", "worker", w.ID())
 	return nil
+}
+
+// natsSecurity maps the worker's CODEXPOOL_NATS_* settings to queue.Security.
+func natsSecurity(cfg worker.Config) queue.Security {
+	return queue.Security{
+		CredsFile: cfg.NATSCreds, NKeyFile: cfg.NATSNKey, User: cfg.NATSUser, Password: cfg.NATSPassword,
+		Token: cfg.NATSToken, TLSCA: cfg.NATSTLSCA, TLSCert: cfg.NATSTLSCert, TLSKey: cfg.NATSTLSKey,
+	}
 }
 
 // serviceVersion is the version as micro requires it: semantic, without a leading v.

@@ -1,0 +1,122 @@
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// snapshots is the collector that turns the pool's snapshots into series at scrape time.
+type snapshots struct {
+	m *Metrics
+
+	info, ready                                   *prometheus.Desc
+	requests, received, forwarded, busy, noReply  *prometheus.Desc
+	inflight, maxInflight, draining               *prometheus.Desc
+	gateSpacing, gateWaited, gateStarts, gateRejs *prometheus.Desc
+	dials, upgrades, retries                      *prometheus.Desc
+	socketsOpen, socketsIdle, reused, discarded   *prometheus.Desc
+	natsReconnects, natsConnected                 *prometheus.Desc
+}
+
+func newSnapshots(m *Metrics, worker, version string) *snapshots {
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc(prometheus.BuildFQName(Namespace, "", name), help, labels, nil)
+	}
+	return &snapshots{
+		m: m,
+		info: prometheus.NewDesc(Namespace+"_worker_info", "Always 1; labels name the worker and its version.",
+			nil, prometheus.Labels{"worker": worker, "version": version}),
+		ready: d("ready", "1 when /readyz answers 200: connected to NATS, subscribed and not draining."),
+
+		requests:    d("requests_total", "Requests answered, by outcome code: ok, or the contract's error code (refusals, worker_busy and failed generations).", "code"),
+		received:    d("requests_received_total", "Messages the service received on the request subject, of any kind."),
+		forwarded:   d("forwarded_total", "Requests handed back to the queue group because this worker was full or draining."),
+		busy:        d("busy_total", "Requests answered 429 worker_busy after the hop limit."),
+		noReply:     d("no_reply_total", "Requests without a reply subject, dropped."),
+		inflight:    d("inflight", "Generations running now."),
+		maxInflight: d("max_inflight", "The configured cap on generations run at once (CODEXPOOL_MAX_INFLIGHT)."),
+		draining:    d("draining", "1 once shutdown has begun."),
+
+		gateSpacing: d("gate_spacing_seconds", "The connect gate's current spacing between new upstream connections."),
+		gateWaited:  d("gate_waited_seconds_total", "Total time callers spent waiting in the connect gate, including cancelled waits."),
+		gateStarts:  d("gate_starts_total", "Permits the connect gate granted (every upgrade attempt)."),
+		gateRejs:    d("gate_rejections_total", "Origin rejections (403 on the upgrade) reported to the gate."),
+
+		dials:    d("upstream_dials_total", "WebSocket upgrade attempts to the origin."),
+		upgrades: d("upstream_upgrades_total", "Finished upgrade attempts by result: ok, forbidden (403).", "result"),
+		retries:  d("upstream_retries_total", "Pooled sockets that failed before the first event; the generation ran again on a new socket."),
+
+		socketsOpen: d("upstream_sockets_open", "Open upstream sockets (idle and in use)."),
+		socketsIdle: d("upstream_sockets_idle", "Idle pooled upstream sockets."),
+		reused:      d("upstream_sockets_reused_total", "Generations run on a pooled socket."),
+		discarded:   d("upstream_sockets_discarded_total", "Idle sockets closed because they were found dead or expired."),
+
+		natsReconnects: d("nats_reconnects_total", "Reconnections of the worker's NATS connection."),
+		natsConnected:  d("nats_connected", "1 while the NATS connection is up."),
+	}
+}
+
+func (s *snapshots) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{
+		s.info, s.ready, s.requests, s.received, s.forwarded, s.busy, s.noReply, s.inflight,
+		s.maxInflight, s.draining, s.gateSpacing, s.gateWaited, s.gateStarts, s.gateRejs, s.dials,
+		s.upgrades, s.retries, s.socketsOpen, s.socketsIdle, s.reused, s.discarded,
+		s.natsReconnects, s.natsConnected,
+	} {
+		ch <- d
+	}
+}
+
+func (s *snapshots) Collect(ch chan<- prometheus.Metric) {
+	counter := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+	}
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	b := func(v bool) float64 {
+		if v {
+			return 1
+		}
+		return 0
+	}
+	src := s.m.sources()
+	gauge(s.info, 1)
+	gauge(s.ready, b(s.m.Ready()))
+
+	if src.Service != nil {
+		st := src.Service()
+		counter(s.requests, float64(st.Completed), "ok")
+		for code, n := range st.Errors {
+			counter(s.requests, float64(n), string(code))
+		}
+		counter(s.received, float64(st.Requests))
+		counter(s.forwarded, float64(st.Forwarded))
+		counter(s.busy, float64(st.Busy))
+		counter(s.noReply, float64(st.NoReply))
+		gauge(s.inflight, float64(st.Inflight))
+		gauge(s.maxInflight, float64(st.MaxInflight))
+		gauge(s.draining, b(st.Draining))
+	}
+	if src.Gate != nil {
+		g := src.Gate()
+		gauge(s.gateSpacing, g.Spacing.Seconds())
+		counter(s.gateWaited, g.Waited.Seconds())
+		counter(s.gateStarts, float64(g.Starts))
+		counter(s.gateRejs, float64(g.Rejections))
+	}
+	if src.Upstream != nil {
+		u := src.Upstream()
+		counter(s.dials, float64(u.Dials))
+		counter(s.upgrades, float64(u.Upgrades), "ok")
+		counter(s.upgrades, float64(u.Forbidden), "forbidden")
+		counter(s.retries, float64(u.Retries))
+		gauge(s.socketsOpen, float64(u.Open))
+		gauge(s.socketsIdle, float64(u.Idle))
+		counter(s.reused, float64(u.Reused))
+		counter(s.discarded, float64(u.Discarded+u.Expired))
+	}
+	if src.NATS != nil {
+		counter(s.natsReconnects, float64(src.NATS.Stats().Reconnects))
+		gauge(s.natsConnected, b(src.NATS.IsConnected()))
+	}
+}
