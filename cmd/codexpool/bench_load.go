@@ -1,0 +1,171 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
+)
+
+// load is what drive measured.
+type load struct {
+	ok, failed int
+	errors     map[string]int
+	latencies  []time.Duration // of the successful requests, sorted
+	wall       time.Duration
+}
+
+// drive runs total calls of fn, conc at a time, and measures them.
+func drive(ctx context.Context, total, conc int, prog *progress, fn func(ctx context.Context, i int) error) load {
+	var (
+		next atomic.Int64
+		mu   sync.Mutex
+		wg   sync.WaitGroup
+		ld   = load{errors: map[string]int{}, latencies: make([]time.Duration, 0, total)}
+	)
+	start := time.Now()
+	for range min(conc, total) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= total || ctx.Err() != nil {
+					return
+				}
+				t0 := time.Now()
+				err := fn(ctx, i)
+				d := time.Since(t0)
+				mu.Lock()
+				if err != nil {
+					ld.failed++
+					ld.errors[errorKey(err)]++
+				} else {
+					ld.ok++
+					ld.latencies = append(ld.latencies, d)
+				}
+				mu.Unlock()
+				prog.add()
+			}
+		}()
+	}
+	wg.Wait()
+	ld.wall = time.Since(start)
+	prog.finish()
+	slices.Sort(ld.latencies)
+	return ld
+}
+
+// fill copies the measurements into a result row.
+func (ld load) fill(r *scenarioResult) {
+	r.OK, r.Failed = ld.ok, ld.failed
+	r.WallSeconds = ld.wall.Seconds()
+	r.ReqPerSec = float64(ld.ok) / ld.wall.Seconds()
+	r.P50ms, r.P95ms, r.P99ms = pct(ld.latencies, 50), pct(ld.latencies, 95), pct(ld.latencies, 99)
+	if len(ld.errors) > 0 {
+		r.Errors = ld.errors
+	}
+}
+
+// progress shows a progress bar on a terminal and a line every few seconds elsewhere (CI logs).
+type progress struct {
+	bar   *progressbar.ProgressBar
+	w     io.Writer
+	desc  string
+	total int
+	done  atomic.Int64
+	last  atomic.Int64 // unix nanos of the last line printed (non-terminal)
+	start time.Time
+}
+
+func newProgress(w io.Writer, quiet bool, total int, desc string) *progress {
+	p := &progress{w: w, desc: desc, total: total, start: time.Now()}
+	if quiet {
+		p.w = nil
+		return p
+	}
+	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		p.bar = progressbar.NewOptions(total,
+			progressbar.OptionSetWriter(w),
+			progressbar.OptionSetDescription(desc),
+			progressbar.OptionShowCount(),
+			progressbar.OptionShowIts(),
+			progressbar.OptionSetItsString("req"),
+			progressbar.OptionThrottle(100*time.Millisecond),
+			progressbar.OptionClearOnFinish(),
+		)
+	}
+	p.last.Store(p.start.UnixNano())
+	return p
+}
+
+func (p *progress) add() {
+	n := p.done.Add(1)
+	switch {
+	case p.bar != nil:
+		_ = p.bar.Add(1)
+	case p.w != nil:
+		now := time.Now().UnixNano()
+		if last := p.last.Load(); now-last > int64(3*time.Second) && p.last.CompareAndSwap(last, now) {
+			fmt.Fprintf(p.w, "bench: %s %d/%d done (%.0fs)\n", p.desc, n, p.total, time.Since(p.start).Seconds())
+		}
+	}
+}
+
+func (p *progress) finish() {
+	if p.bar != nil {
+		_ = p.bar.Finish()
+	}
+}
+
+// driveOpen starts total calls of fn at a fixed arrival rate (open loop: arrivals do not wait
+// for earlier calls), then waits for all of them.
+func driveOpen(ctx context.Context, rate float64, total int, prog *progress, fn func(ctx context.Context, i int) error) load {
+	var (
+		mu sync.Mutex
+		wg sync.WaitGroup
+		ld = load{errors: map[string]int{}, latencies: make([]time.Duration, 0, total)}
+	)
+	interval := time.Duration(float64(time.Second) / rate)
+	start := time.Now()
+	for i := range total {
+		if d := time.Until(start.Add(time.Duration(i) * interval)); d > 0 {
+			select {
+			case <-ctx.Done():
+			case <-time.After(d):
+			}
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t0 := time.Now()
+			err := fn(ctx, i)
+			d := time.Since(t0)
+			mu.Lock()
+			if err != nil {
+				ld.failed++
+				ld.errors[errorKey(err)]++
+			} else {
+				ld.ok++
+				ld.latencies = append(ld.latencies, d)
+			}
+			mu.Unlock()
+			prog.add()
+		}()
+	}
+	wg.Wait()
+	ld.wall = time.Since(start)
+	prog.finish()
+	slices.Sort(ld.latencies)
+	return ld
+}
