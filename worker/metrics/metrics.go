@@ -78,7 +78,7 @@ func New(worker, version string) *Metrics {
 		}),
 		gateWait: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: Namespace, Name: "gate_wait_seconds",
-			Help:    "Time a generation that opened a new socket waited in the connect gate (and any 403 cooldown).",
+			Help:    "Time a completed generation that opened a new socket waited in the connect gate (and any 403 cooldown); gate_waited_seconds_total counts every wait.",
 			Buckets: []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 		}),
 	}
