@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strconv"
 	"time"
@@ -133,6 +134,7 @@ func (s *Service) forwardDraining(fwd *nats.Msg, id string) {
 	fail := func() {
 		s.st.countError(unavailable.Code)
 		s.replyError(fwd.Reply, id, 0, unavailable)
+		s.endRefusedStream(fwd.Reply, id, fwd.Data)
 	}
 	// Only the first message on the reply subject matters (the status, or the other worker's first
 	// reply); AutoUnsubscribe(1) keeps the rest of a long reply away from this one-slot channel.
@@ -168,7 +170,9 @@ func (s *Service) forwardDraining(fwd *nats.Msg, id string) {
 	}
 }
 
-// refuse answers a request synchronously through micro, so micro's stats count the error.
+// refuse answers a request synchronously through micro, so micro's stats count the error. A
+// request that asked for a stream also gets the end-of-stream sentinel after the error, so
+// "request many" clients waiting for the empty message end at once.
 func (s *Service) refuse(req micro.Request, id string, e *schemas.Error) {
 	s.st.countError(e.Code)
 	s.log.Info("request refused", "request_id", id, "status", e.Status, "code", e.Code, "error", e.Message)
@@ -178,6 +182,22 @@ func (s *Service) refuse(req micro.Request, id string, e *schemas.Error) {
 	}))
 	if err != nil {
 		s.log.Warn("cannot send refusal", "request_id", id, "error", err)
+		return
+	}
+	s.endRefusedStream(req.Reply(), id, req.Data())
+}
+
+// endRefusedStream sends the sentinel after an error reply to a request whose payload asks for a
+// stream ("stream": true), even when the rest of it was refused.
+func (s *Service) endRefusedStream(reply, id string, payload []byte) {
+	var r struct {
+		Stream any `json:"stream"`
+	}
+	if json.Unmarshal(payload, &r) != nil || r.Stream != true {
+		return
+	}
+	if err := s.nc.Publish(reply, nil); err != nil {
+		s.log.Warn("cannot send end-of-stream sentinel", "request_id", id, "error", err)
 	}
 }
 
