@@ -403,6 +403,18 @@ func TestConnectAdaptiveRetriesUntilAccepted(t *testing.T) {
 }
 
 func TestConnectAdaptiveRetriesBoundedByDeadline(t *testing.T) {
+	// Cancellation (not a deadline) still returns ctx.Err().
+	synctest.Test(t, func(t *testing.T) {
+		g := New(Config{Max: time.Second})
+		ctx, cancel := context.WithCancel(t.Context())
+		_, _, err := Connect(ctx, g, Policy{}, func(ctx context.Context) (string, error) {
+			cancel()
+			return "", &originForbidden{msg: "always"}
+		})
+		if err != context.Canceled {
+			t.Errorf("Connect after cancel = %v, want context.Canceled", err)
+		}
+	})
 	synctest.Test(t, func(t *testing.T) {
 		g := New(Config{Max: time.Second})
 		t0 := time.Now()
@@ -413,8 +425,9 @@ func TestConnectAdaptiveRetriesBoundedByDeadline(t *testing.T) {
 			n++
 			return "", &originForbidden{msg: "always"}
 		})
-		if err != context.DeadlineExceeded {
-			t.Errorf("Connect = %v, want context.DeadlineExceeded", err)
+		var fb *originForbidden
+		if !errors.As(err, &fb) || fb.msg != "always" {
+			t.Errorf("Connect = %v, want the last 403 once the deadline has passed", err)
 		}
 		if at := time.Since(t0); at != 5500*time.Millisecond {
 			t.Errorf("returned at %v, want 5.5s (the deadline)", at)

@@ -58,7 +58,9 @@ type Result struct {
 // retried. In Adaptive mode the gate paces the retries (the rejection has already slowed it down,
 // and a Retry-After holds every start back): Connect retries through the gate, keeping its place
 // in the line, until an attempt succeeds or fails otherwise, or ctx ends; the cooldown is not
-// used. In the other modes it retries once, through the gate, after max(ForbiddenCooldown,
+// used. If ctx's deadline passes while it is still being refused, Connect returns the last 403
+// error rather than ctx.Err(), since that is why the request failed (a cancelled ctx still gives
+// ctx.Err()). In the other modes it retries once, through the gate, after max(ForbiddenCooldown,
 // Retry-After) spent outside the gate, and returns the retry's error as it is.
 func Connect[T any](ctx context.Context, g *Gate, p Policy, dial func(ctx context.Context) (T, error)) (T, Result, error) {
 	p = p.withDefaults()
@@ -70,8 +72,15 @@ func Connect[T any](ctx context.Context, g *Gate, p Policy, dial func(ctx contex
 		return v, res, err
 	}
 	if g.mode() == Adaptive {
+		last := err
 		for err != nil && errors.As(err, &fb) {
+			last = err
 			v, err = attempt(ctx, g, p, dial, &res, arrival)
+		}
+		if errors.Is(err, context.DeadlineExceeded) && err == ctx.Err() {
+			// The origin kept refusing until the caller's deadline: its last refusal says more
+			// than "deadline exceeded" (and carries any Retry-After).
+			return v, res, last
 		}
 		return v, res, err
 	}

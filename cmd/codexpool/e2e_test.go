@@ -300,6 +300,7 @@ func TestE2EErrors(t *testing.T) {
 		hdr     nats.Header
 		status  int
 		code    schemas.Code
+		after   func()
 	}
 	tests := []tc{
 		{name: "not JSON", payload: []byte("{nope"), status: 400, code: schemas.CodeInvalidRequest},
@@ -308,7 +309,9 @@ func TestE2EErrors(t *testing.T) {
 		{name: "bad Codex-Timeout", payload: request("hi", nil), hdr: nats.Header{schemas.HeaderTimeout: []string{"soon"}}, status: 400, code: schemas.CodeInvalidRequest},
 		{name: "too large", payload: request(strings.Repeat("x", 5000), nil), status: 413, code: schemas.CodeRequestTooLarge},
 		{name: "401", setup: func() { c.sim.CloseClientConnections(); c.sim.RejectNext(1, 401, 0) }, payload: request("hi", nil), status: 401, code: schemas.CodeUpstreamUnauthorized},
-		{name: "403 twice", setup: func() { c.sim.CloseClientConnections(); c.sim.RejectNext(2, 403, 0) }, payload: request("hi", nil), status: 403, code: schemas.CodeOriginForbidden},
+		// The adaptive gate retries a 403 until the request's deadline, then returns the last 403.
+		{name: "403 until the deadline", setup: func() { c.sim.CloseClientConnections(); c.sim.RejectNext(1000, 403, 0) }, after: func() { c.sim.Reset() },
+			payload: request("hi", nil), hdr: nats.Header{schemas.HeaderTimeout: []string{"2s"}}, status: 403, code: schemas.CodeOriginForbidden},
 		{name: "429 upgrade", setup: func() { c.sim.CloseClientConnections(); c.sim.RejectNext(1, 429, 2*time.Second) }, payload: request("hi", nil), status: 429, code: schemas.CodeUpstreamRateLimited},
 		{name: "429 event", payload: request("hi", map[string]any{"metadata": map[string]string{"sim_fault": "error:429"}}), status: 429, code: schemas.CodeUpstreamRateLimited},
 		{name: "response.failed", payload: request("hi", map[string]any{"metadata": map[string]string{"sim_fault": "failed"}}), status: 502, code: schemas.CodeUpstreamError},
@@ -322,6 +325,9 @@ func TestE2EErrors(t *testing.T) {
 			}
 			start := time.Now()
 			_, err := c.client.Generate(ctxT(t, 30*time.Second), tt.payload, tt.hdr)
+			if tt.after != nil {
+				tt.after()
+			}
 			se, ok := schemas.AsError(err)
 			if !ok {
 				t.Fatalf("err = %v, want a %d %s error", err, tt.status, tt.code)

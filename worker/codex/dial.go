@@ -54,6 +54,12 @@ func (c *Client) connect(ctx context.Context, res *Result) (*conn, error) {
 	res.Attempts += gres.Attempts
 	res.GateWait += gres.Waited
 	if err != nil {
+		// The gate retried 403s until the deadline and handed back the last one: that, not
+		// "deadline exceeded", is why the request failed.
+		var fb *forbiddenError
+		if errors.As(err, &fb) && !errors.Is(ctx.Err(), context.Canceled) {
+			return nil, fb.err
+		}
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return nil, ctxErr
 		}
