@@ -47,8 +47,8 @@ type Config struct {
 	Model          string `envconfig:"MODEL" default:"gpt-5.1-codex" desc:"model used when a request names none"`
 
 	WSConnectSpacingMS  int    `envconfig:"WS_CONNECT_SPACING_MS" default:"0" desc:"the gate's floor in ms: spacing is never relaxed below it"`
-	Gate                string `envconfig:"GATE" default:"adaptive" desc:"connect gate mode: adaptive, fixed (spacing = floor), off (no pacing)"`
-	ForbiddenCooldownMS int    `envconfig:"FORBIDDEN_COOLDOWN_MS" default:"3000" desc:"wait in ms before the one retry after a 403 upgrade"`
+	Gate                string `envconfig:"GATE" default:"adaptive" desc:"connect gate: adaptive (congestion control), reference (the reference proxy's rules), fixed (spacing = floor), off (no pacing)"`
+	ForbiddenCooldownMS int    `envconfig:"FORBIDDEN_COOLDOWN_MS" default:"3000" desc:"reference, fixed and off gates: wait in ms before the one retry after a 403 (adaptive paces 403 retries through the gate until the request's deadline)"`
 	WSReuse             bool   `envconfig:"WS_REUSE" default:"true" desc:"keep completed sockets for the next request"`
 
 	MaxInflight     int           `envconfig:"MAX_INFLIGHT" default:"256" desc:"generations this worker runs at once; excess goes to other workers or gets worker_busy"`
