@@ -23,7 +23,7 @@ starts fresh workers, so one mode's gate state never helps another.
 Examples:
   codexpool bench --compare fixed,adaptive --concurrency 30 --latency 1s --reuse=false
   codexpool bench --concurrency 1,10,100,500,1000 --latency 1s --requests 0 --plot sweep.svg
-  codexpool bench --compare fixed,adaptive,off --upgrade-rate 5 --upgrade-burst 5 --concurrency 60
+  codexpool bench --compare reference,adaptive --reuse=false --upgrade-rate 5 --upgrade-burst 5 --latency 500ms --concurrency 60
 `
 
 func runBench(ctx context.Context, e env, args []string) error {
@@ -46,7 +46,7 @@ func benchFlags(fs *flags) (*benchConfig, func() error) {
 	workersFlag := fs.String("workers", "1", "worker processes; a comma list runs a sweep (e.g. 1,2,4)")
 	fs.IntVar(&cfg.requests, "requests", 0, "requests per scenario (0 = one burst of --concurrency requests)")
 	conc := fs.String("concurrency", "30", "requests in flight; a comma list runs a sweep (e.g. 1,10,100)")
-	modes := fs.String("compare", "adaptive", "gate modes to run side by side: any of fixed,adaptive,off")
+	modes := fs.String("compare", "adaptive", "gate modes to run side by side: any of adaptive,reference,fixed,off")
 	fs.DurationVar(&cfg.fixedSpacing, "fixed-spacing", time.Second, "the spacing of the fixed mode (the reference proxy's 1s)")
 	fs.BoolVar(&cfg.reuse, "reuse", true, "let workers reuse completed sockets (CODEXPOOL_WS_REUSE)")
 	fs.IntVar(&cfg.maxInflight, "max-inflight", 2048, "CODEXPOOL_MAX_INFLIGHT of each worker")
