@@ -35,10 +35,10 @@ func NewLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 	switch format {
 	case "json":
 	case "text":
-		return slog.New(tint.NewHandler(w, &tint.Options{Level: lvl, TimeFormat: time.TimeOnly, NoColor: !tty})), nil
+		return slog.New(tint.NewTextHandler(w, &tint.Options{Level: lvl, TimeFormat: time.TimeOnly, NoColor: !tty})), nil
 	case "auto", "":
 		if tty {
-			return slog.New(tint.NewHandler(w, &tint.Options{Level: lvl, TimeFormat: time.TimeOnly})), nil
+			return slog.New(tint.NewTextHandler(w, &tint.Options{Level: lvl, TimeFormat: time.TimeOnly})), nil
 		}
 	default:
 		return nil, fmt.Errorf("unknown log format %q (want auto, text or json)", format)
