@@ -79,6 +79,16 @@ func FuzzEventParse(f *testing.F) {
 				t.Fatalf("eventType(%q) = %q, nil; want an error for a frame that is not a JSON object", data, typ)
 			}
 		}
+		if err == nil {
+			var head struct {
+				Type string `json:"type"`
+			}
+			if uerr := json.Unmarshal(data, &head); uerr != nil {
+				t.Fatalf("eventType(%q) = %q, nil; json.Unmarshal says %v", data, typ, uerr)
+			} else if head.Type != typ && bytes.Count(data, []byte(`"type"`)) < 2 {
+				t.Fatalf("eventType(%q) = %q, json.Unmarshal gives %q", data, typ, head.Type)
+			}
+		}
 		if isRateLimitsFrame(data) && (err != nil || typ != typeRateLimits) {
 			t.Fatalf("isRateLimitsFrame(%q) but eventType = %q, %v", data, typ, err)
 		}
