@@ -58,7 +58,7 @@ func (c *Client) connect(ctx context.Context, res *Result) (*conn, error) {
 		// "deadline exceeded", is why the request failed.
 		var fb *forbiddenError
 		if errors.As(err, &fb) && !errors.Is(ctx.Err(), context.Canceled) {
-			return nil, fb.err
+			return nil, err
 		}
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return nil, ctxErr
