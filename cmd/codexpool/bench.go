@@ -25,7 +25,8 @@ type benchConfig struct {
 	natsURL      string
 	workers      int
 	workerCounts []int // a sweep over worker counts (--workers 1,2,4)
-	requests     int   // per scenario; 0 = the scenario's concurrency (one burst)
+	requests     int   // per scenario; 0 = rounds x the scenario's concurrency
+	rounds       int
 	concurrency  []int
 	modes        []string
 	fixedSpacing time.Duration
@@ -129,7 +130,7 @@ func runScenario(ctx context.Context, e env, cfg benchConfig, srv *codextest.Ser
 	res := scenarioResult{Mode: mode, Workers: cfg.workers, Concurrency: conc}
 	total := cfg.requests
 	if total <= 0 {
-		total = conc
+		total = max(cfg.rounds, 1) * conc
 	}
 	if cfg.duration > 0 {
 		total = int(cfg.rate * cfg.duration.Seconds())
@@ -188,7 +189,7 @@ func runEcho(ctx context.Context, e env, cfg benchConfig, nc *nats.Conn, conc in
 	res := scenarioResult{Mode: "nats-echo", Workers: 1, Concurrency: conc}
 	total := cfg.requests
 	if total <= 0 {
-		total = conc
+		total = max(cfg.rounds, 1) * conc
 	}
 	res.Requests = total
 	subject := "codexpool.bench.echo." + strings.ToLower(nuid.Next())

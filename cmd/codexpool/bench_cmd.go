@@ -44,7 +44,8 @@ func benchFlags(fs *flags) (*benchConfig, func() error) {
 	cfg := &benchConfig{}
 	fs.StringVar(&cfg.natsURL, "nats", "", "join this NATS server (default: start an embedded one)")
 	workersFlag := fs.String("workers", "1", "worker processes; a comma list runs a sweep (e.g. 1,2,4)")
-	fs.IntVar(&cfg.requests, "requests", 0, "requests per scenario (0 = one burst of --concurrency requests)")
+	fs.IntVar(&cfg.requests, "requests", 0, "requests per scenario (0 = --rounds x --concurrency)")
+	fs.IntVar(&cfg.rounds, "rounds", 1, "with --requests 0: requests per scenario = rounds x concurrency")
 	conc := fs.String("concurrency", "30", "requests in flight; a comma list runs a sweep (e.g. 1,10,100)")
 	modes := fs.String("compare", "adaptive", "gate modes to run side by side: any of adaptive,reference,fixed,off")
 	fs.DurationVar(&cfg.fixedSpacing, "fixed-spacing", time.Second, "the spacing of the fixed mode (the reference proxy's 1s)")
@@ -99,6 +100,8 @@ func benchFlags(fs *flags) (*benchConfig, func() error) {
 		switch {
 		case cfg.requests < 0:
 			return fmt.Errorf("--requests must be >= 0")
+		case cfg.rounds < 1:
+			return fmt.Errorf("--rounds must be at least 1")
 		case cfg.timeout <= 0:
 			return fmt.Errorf("--timeout must be positive")
 		case cfg.maxInflight < 1:
