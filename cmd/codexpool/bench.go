@@ -159,7 +159,7 @@ func runScenario(ctx context.Context, e env, cfg benchConfig, srv *codextest.Ser
 		return benchOne(ctx, client, prompt, words, cfg.stream, cfg.timeout)
 	}
 	tl := startTimeline(srv, cfg.schedule)
-	var ld load
+	var ld *load
 	if cfg.duration > 0 {
 		ld = driveOpen(ctx, cfg.rate, total, prog, one)
 	} else {

@@ -16,19 +16,36 @@ import (
 
 // load is what drive measured.
 type load struct {
+	mu         sync.Mutex
 	ok, failed int
 	errors     map[string]int
 	latencies  []time.Duration // of the successful requests, sorted
 	wall       time.Duration
 }
 
+// call runs fn for request i, times it and records the outcome.
+func (ld *load) call(ctx context.Context, i int, fn func(ctx context.Context, i int) error, prog *progress) {
+	t0 := time.Now()
+	err := fn(ctx, i)
+	d := time.Since(t0)
+	ld.mu.Lock()
+	if err != nil {
+		ld.failed++
+		ld.errors[errorKey(err)]++
+	} else {
+		ld.ok++
+		ld.latencies = append(ld.latencies, d)
+	}
+	ld.mu.Unlock()
+	prog.add()
+}
+
 // drive runs total calls of fn, conc at a time, and measures them.
-func drive(ctx context.Context, total, conc int, prog *progress, fn func(ctx context.Context, i int) error) load {
+func drive(ctx context.Context, total, conc int, prog *progress, fn func(ctx context.Context, i int) error) *load {
 	var (
 		next atomic.Int64
-		mu   sync.Mutex
 		wg   sync.WaitGroup
-		ld   = load{errors: map[string]int{}, latencies: make([]time.Duration, 0, total)}
+		ld   = &load{errors: map[string]int{}, latencies: make([]time.Duration, 0, total)}
 	)
 	start := time.Now()
 	for range min(conc, total) {
@@ -40,19 +57,7 @@ func drive(ctx context.Context, total, conc int, prog *progress, fn func(ctx con
 				if i >= total || ctx.Err() != nil {
 					return
 				}
-				t0 := time.Now()
-				err := fn(ctx, i)
-				d := time.Since(t0)
-				mu.Lock()
-				if err != nil {
-					ld.failed++
-					ld.errors[errorKey(err)]++
-				} else {
-					ld.ok++
-					ld.latencies = append(ld.latencies, d)
-				}
-				mu.Unlock()
-				prog.add()
+				ld.call(ctx, i, fn, prog)
 			}
 		}()
 	}
@@ -64,7 +69,7 @@ func drive(ctx context.Context, total, conc int, prog *progress, fn func(ctx con
 }
 
 // fill copies the measurements into a result row.
-func (ld load) fill(r *scenarioResult) {
+func (ld *load) fill(r *scenarioResult) {
 	r.OK, r.Failed = ld.ok, ld.failed
 	r.WallSeconds = ld.wall.Seconds()
 	r.ReqPerSec = float64(ld.ok) / ld.wall.Seconds()
@@ -127,11 +132,10 @@ func (p *progress) finish() {
 
 // driveOpen starts total calls of fn at a fixed arrival rate (open loop: arrivals do not wait
 // for earlier calls), then waits for all of them.
-func driveOpen(ctx context.Context, rate float64, total int, prog *progress, fn func(ctx context.Context, i int) error) load {
+func driveOpen(ctx context.Context, rate float64, total int, prog *progress, fn func(ctx context.Context, i int) error) *load {
 	var (
-		mu sync.Mutex
 		wg sync.WaitGroup
-		ld = load{errors: map[string]int{}, latencies: make([]time.Duration, 0, total)}
+		ld = &load{errors: map[string]int{}, latencies: make([]time.Duration, 0, total)}
 	)
 	interval := time.Duration(float64(time.Second) / rate)
 	start := time.Now()
@@ -148,19 +152,7 @@ func driveOpen(ctx context.Context, rate float64, total int, prog *progress, fn 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			t0 := time.Now()
-			err := fn(ctx, i)
-			d := time.Since(t0)
-			mu.Lock()
-			if err != nil {
-				ld.failed++
-				ld.errors[errorKey(err)]++
-			} else {
-				ld.ok++
-				ld.latencies = append(ld.latencies, d)
-			}
-			mu.Unlock()
-			prog.add()
+			ld.call(ctx, i, fn, prog)
 		}()
 	}
 	wg.Wait()
