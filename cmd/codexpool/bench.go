@@ -278,9 +278,9 @@ func printResults(w io.Writer, results []scenarioResult) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "mode\tworkers\tconc\tok\tfailed\twall s\treq/s\tp50 ms\tp95 ms\tp99 ms\tupgrades\t403s\treused\tgate wait s\t")
 	for _, r := range results {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%.2f\t%.1f\t%.0f\t%.0f\t%.0f\t%d\t%d\t%d\t%.1f\t\n",
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%.2f\t%.1f\t%s\t%s\t%s\t%d\t%d\t%d\t%.1f\t\n",
 			r.Mode, r.Workers, r.Concurrency, r.OK, r.Failed, r.WallSeconds, r.ReqPerSec,
-			r.P50ms, r.P95ms, r.P99ms, r.Upgrades, r.Rejected403, r.Reused, float64(r.GateWaitMS)/1000)
+			ms(r.P50ms), ms(r.P95ms), ms(r.P99ms), r.Upgrades, r.Rejected403, r.Reused, float64(r.GateWaitMS)/1000)
 	}
 	tw.Flush()
 	for _, r := range results {
@@ -291,4 +291,12 @@ func printResults(w io.Writer, results []scenarioResult) {
 			fmt.Fprintf(w, "  %s c=%d: %d × %s\n", r.Mode, r.Concurrency, n, k)
 		}
 	}
+}
+
+// ms formats a latency in milliseconds: two decimals below 10 ms, none above.
+func ms(v float64) string {
+	if v < 10 {
+		return fmt.Sprintf("%.2f", v)
+	}
+	return fmt.Sprintf("%.0f", v)
 }
