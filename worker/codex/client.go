@@ -128,7 +128,9 @@ func (c *Client) Close() error {
 // included — also a failure. An error from onEvent ends the generation and is returned as it is.
 //
 // On response.completed it returns the Result and pools the socket. Otherwise the socket is closed
-// and the error is a *schemas.Error (see the package doc), or ctx.Err() unwrapped when ctx is done.
+// and the error is a *schemas.Error (see the package doc), or ctx.Err() unwrapped when ctx is done;
+// once the generation has started, the Result comes back with the error too (its Response is nil),
+// so callers can log the attempts, the gate wait and whether a pooled socket was used.
 func (c *Client) Generate(ctx context.Context, frame []byte, onEvent func(Event) error) (*Result, error) {
 	c.mu.Lock()
 	if c.closed {
@@ -160,7 +162,7 @@ func (c *Client) Generate(ctx context.Context, frame []byte, onEvent func(Event)
 	}
 	cn, err := c.connect(ctx, res)
 	if err != nil {
-		return nil, err
+		return res, err
 	}
 	_, err = c.run(ctx, cn, frame, onEvent, false, res)
 	return c.done(res, err)
@@ -168,7 +170,8 @@ func (c *Client) Generate(ctx context.Context, frame []byte, onEvent func(Event)
 
 func (c *Client) done(res *Result, err error) (*Result, error) {
 	if err != nil {
-		return nil, err
+		res.Response = nil
+		return res, err
 	}
 	c.completed.Add(1)
 	return res, nil

@@ -90,8 +90,9 @@ func TestHandshakeOutcomes(t *testing.T) {
 			c := newClient(t, srv, Config{})
 			srv.RejectNext(1, tc.status, tc.retryAfter)
 			res, err := c.Generate(context.Background(), createFrame("hi", nil), nil)
-			if res != nil {
-				t.Errorf("got a result %+v with the error", res)
+			// The Result still tells what happened: one upgrade attempt, no response.
+			if res == nil || res.Attempts != 1 || res.Response != nil || res.Reused {
+				t.Errorf("result with the error = %+v, want one attempt and no response", res)
 			}
 			e := wantError(t, err, tc.wantStatus, tc.code)
 			if !strings.Contains(e.Message, tc.message) {
