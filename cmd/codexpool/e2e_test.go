@@ -109,6 +109,26 @@ func (s *syncBuffer) String() string {
 // startWorker starts a worker process and waits until it serves the subject.
 func (c *cluster) startWorker(id string, env ...string) *proc {
 	c.t.Helper()
+	p := c.startWorkerNoWait(id, env...)
+	deadline := time.Now().Add(60 * time.Second)
+	for countWorkers(c.nc, "codex.generate", id) == 0 {
+		select {
+		case <-p.done:
+			c.t.Fatalf("worker %s exited before serving: %v\n%s", id, p.err, p.out.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("worker %s not serving after 60s\n%s", id, p.out.String())
+		}
+		time.Sleep(20 * time.Millisecond) // polling a condition with a deadline
+	}
+	return p
+}
+
+// startWorkerNoWait starts a worker process (killed when the test ends; its output is logged if
+// the test failed) and returns at once.
+func (c *cluster) startWorkerNoWait(id string, env ...string) *proc {
+	c.t.Helper()
 	cmd := exec.Command(binPath, "worker")
 	cmd.Env = append([]string{
 		"HOME=" + c.t.TempDir(),
@@ -134,18 +154,6 @@ func (c *cluster) startWorker(id string, env ...string) *proc {
 			c.t.Logf("worker %s output:\n%s", id, p.out.String())
 		}
 	})
-	deadline := time.Now().Add(60 * time.Second)
-	for countWorkers(c.nc, "codex.generate", id) == 0 {
-		select {
-		case <-p.done:
-			c.t.Fatalf("worker %s exited before serving: %v\n%s", id, p.err, p.out.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("worker %s not serving after 60s\n%s", id, p.out.String())
-		}
-		time.Sleep(20 * time.Millisecond) // polling a condition with a deadline
-	}
 	return p
 }
 

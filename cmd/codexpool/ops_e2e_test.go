@@ -5,8 +5,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -231,26 +229,4 @@ func TestE2ESecureNATSPermissions(t *testing.T) {
 	if bad.err == nil || !strings.Contains(bad.out.String(), "Authorization Violation") || strings.Contains(bad.out.String(), "nope") {
 		t.Errorf("wrong password: exit %v, output:\n%s", bad.err, bad.out.String())
 	}
-}
-
-// startWorkerNoWait starts a worker process like startWorker but does not wait for it to serve.
-func (c *cluster) startWorkerNoWait(id string, env ...string) *proc {
-	c.t.Helper()
-	cmd := exec.Command(binPath, "worker")
-	cmd.Env = append([]string{
-		"HOME=" + c.t.TempDir(), "PATH=" + os.Getenv("PATH"),
-		"CODEXPOOL_NATS_URL=" + c.url, "CODEXPOOL_CODEX_URL=" + c.sim.URL,
-		"CODEXPOOL_CODEX_TOKEN=" + simToken, "CODEXPOOL_WORKER_ID=" + id, "CODEXPOOL_LOG_FORMAT=json",
-	}, env...)
-	p := &proc{id: id, cmd: cmd, out: &syncBuffer{}, done: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = p.out, p.out
-	if err := cmd.Start(); err != nil {
-		c.t.Fatal(err)
-	}
-	go func() { p.err = cmd.Wait(); close(p.done) }()
-	c.t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-p.done
-	})
-	return p
 }
