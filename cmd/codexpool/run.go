@@ -110,9 +110,14 @@ func newFlags(e env, name, synopsis, trailer string) *flags {
 }
 
 func (f *flags) printUsage(out io.Writer) {
-	fmt.Fprintf(out, "Usage: codexpool %s\n\nFlags:\n", f.synopsis)
-	f.SetOutput(out)
-	f.PrintDefaults()
+	fmt.Fprintf(out, "Usage: codexpool %s\n", f.synopsis)
+	n := 0
+	f.VisitAll(func(*flag.Flag) { n++ })
+	if n > 0 {
+		fmt.Fprint(out, "\nFlags:\n")
+		f.SetOutput(out)
+		f.PrintDefaults()
+	}
 	if f.trailer != "" {
 		fmt.Fprintf(out, "\n%s", strings.TrimLeft(f.trailer, "\n"))
 	}
