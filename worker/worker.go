@@ -187,6 +187,8 @@ func (w *Worker) StatsData() map[string]any {
 		"gate": map[string]any{
 			"mode": s.Mode, "spacing_ms": s.Spacing.Milliseconds(), "streak": s.Streak,
 			"rejections": s.Rejections, "starts": s.Starts, "waited_ms": s.Waited.Milliseconds(),
+			"successes": s.Successes, "failures": s.Failures,
+			"window": s.Window, "in_flight": s.InFlight, "queued": s.Queued,
 		},
 		"upstream": w.codex.Stats(),
 	}
