@@ -232,6 +232,11 @@ func TestE2EOneShot(t *testing.T) {
 	if err := json.Unmarshal(reply.Response, &resp); err != nil || resp.Status != "completed" || resp.Usage.TotalTokens == 0 {
 		t.Fatalf("response = %s (err %v), want a completed response with usage", reply.Response, err)
 	}
+	// nats micro stats show the true figures, the gate and the pool as the endpoint's data.
+	st, ok := workerStatsOf(c.nc, "w1")
+	if !ok || st.Completed != 1 || st.Gate.Mode != "adaptive" || st.Gate.Starts != 1 || st.Gate.Window < 1 || st.Upstream.Idle != 1 {
+		t.Fatalf("worker stats = %+v (found %v), want 1 completed, an adaptive gate with 1 start, 1 idle socket", st, ok)
+	}
 	// The worker sent what the official client sends upstream.
 	h := c.sim.LastUpgradeHeader()
 	if h.Get("Authorization") != "Bearer "+simToken || h.Get("OpenAI-Beta") == "" {

@@ -89,6 +89,11 @@ type workerStats struct {
 		Open int64 `json:"open"`
 		Idle int   `json:"idle"`
 	} `json:"upstream"`
+	Gate struct {
+		Mode   string `json:"mode"`
+		Starts int64  `json:"starts"`
+		Window int    `json:"window"`
+	} `json:"gate"`
 }
 
 // workerStatsOf asks $SRV.STATS.codexpool for the stats of worker id.
