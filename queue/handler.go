@@ -140,6 +140,15 @@ func (s *Service) forwardDraining(fwd *nats.Msg, id string) {
 	// reply); AutoUnsubscribe(1) keeps the rest of a long reply away from this one-slot channel.
 	ch := make(chan *nats.Msg, 1)
 	sub, err := s.nc.ChanSubscribe(fwd.Reply, ch)
+	if errors.Is(err, nats.ErrConnectionDraining) {
+		// Too late to listen for "no responders" (Shutdown normally prevents this): hand the
+		// request back anyway, since another worker is far likelier than none.
+		s.log.Warn("handing back a request during shutdown without a no-responders check", "request_id", id)
+		if perr := s.nc.PublishMsg(fwd); perr != nil {
+			fail()
+		}
+		return
+	}
 	if err == nil {
 		err = sub.AutoUnsubscribe(1)
 	}

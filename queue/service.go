@@ -83,6 +83,7 @@ type Service struct {
 	// subscribe (a connection in Drain cannot).
 	handling    atomic.Int64
 	lastHandled atomic.Int64
+	microSubs   int // subscriptions micro made on nc (the endpoint and the $SRV verbs)
 
 	// gate orders "am I draining?" checks in the handler against Shutdown: a forward published
 	// under the read lock reaches the server before the subscription's UNSUB does.
@@ -150,6 +151,7 @@ func NewService(nc *nats.Conn, cfg Config, gen Generator) (*Service, error) {
 	s.st.errors = make(map[schemas.Code]uint64)
 	s.base, s.cancel = context.WithCancelCause(context.Background())
 
+	subsBefore := nc.NumSubscriptions()
 	svc, err := micro.AddService(nc, micro.Config{
 		Name:        ServiceName,
 		Version:     cfg.Version,
@@ -183,6 +185,7 @@ func NewService(nc *nats.Conn, cfg Config, gen Generator) (*Service, error) {
 		return nil, fmt.Errorf("queue: add endpoint %s on %q: %w", EndpointName, cfg.Subject, err)
 	}
 	s.svc = svc
+	s.microSubs = nc.NumSubscriptions() - subsBefore
 	return s, nil
 }
 
@@ -201,6 +204,7 @@ func (s *Service) Shutdown(ctx context.Context) error {
 		s.gate.Lock()
 		s.draining = true
 		s.gate.Unlock()
+		subsBefore := s.nc.NumSubscriptions()
 		if err := s.svc.Stop(); err != nil {
 			s.stopErr = fmt.Errorf("queue: stop micro service: %w", err)
 		}
@@ -210,8 +214,10 @@ func (s *Service) Shutdown(ctx context.Context) error {
 		if err := s.nc.FlushWithContext(fctx); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
 			s.log.Debug("flush during shutdown", "error", err)
 		}
-		// Every message routed to us is now in the subscription's local queue; the handler works
-		// through it in microseconds each. Wait until it has been idle for handlerQuiet.
+		// Every message routed to us is now in the subscription's local queue. nats.go removes a
+		// drained subscription once that queue is empty: wait for micro's to go, then for the
+		// handler to finish its last message and stay idle for handlerQuiet.
+		s.waitSubsBelow(fctx, subsBefore-s.microSubs)
 		s.waitHandlerQuiet(fctx)
 		close(s.stopped)
 	})
@@ -280,6 +286,19 @@ func (s *Service) waitIdle(ctx context.Context) error {
 // handlerQuiet is how long the handler must have been idle before Shutdown takes the drained
 // subscription's queue to be empty.
 const handlerQuiet = 50 * time.Millisecond
+
+// waitSubsBelow waits until nc has at most n subscriptions, or ctx is done.
+func (s *Service) waitSubsBelow(ctx context.Context, n int) {
+	t := time.NewTicker(2 * time.Millisecond)
+	defer t.Stop()
+	for s.nc.NumSubscriptions() > n {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
 
 func (s *Service) waitHandlerQuiet(ctx context.Context) {
 	for {
