@@ -326,3 +326,16 @@ func TestErrorEventRetryAfter(t *testing.T) {
 		})
 	}
 }
+
+// TestShortSecretsAreNotRedacted: a placeholder token such as "x" (as in the README's simulator
+// example) must not be cut out of every event; real credentials are long and are redacted.
+func TestShortSecretsAreNotRedacted(t *testing.T) {
+	frame := []byte(`{"type":"response.output_text.delta","delta":"box text"}`)
+	if got := newRedactor("x", "acct").cleanFrame(frame); string(got) != string(frame) {
+		t.Fatalf("cleanFrame with a 1-letter token = %s, want the frame unchanged", got)
+	}
+	long := []byte(`{"type":"error","error":{"message":"bad key sk-0123456789"}}`)
+	if got := newRedactor("sk-0123456789").cleanFrame(long); strings.Contains(string(got), "sk-0123456789") {
+		t.Fatalf("cleanFrame kept a real-length token: %s", got)
+	}
+}
