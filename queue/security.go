@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"strings"
@@ -135,7 +136,14 @@ func permanent(err error) bool {
 		alert       tls.AlertError
 		pathErr     *os.PathError
 		recordError tls.RecordHeaderError
+		opErr       *net.OpError
 	)
+	// A TLS alert the server sent (e.g. "certificate required" or "bad certificate" for a client
+	// certificate it refused) arrives as a net.OpError with Op "remote error"; with TLS 1.3 it
+	// comes on the first read after the handshake, not wrapped in nats.ErrTLS.
+	if errors.As(err, &opErr) && opErr.Op == "remote error" {
+		return true
+	}
 	return errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) ||
 		errors.Is(err, nats.ErrAuthRevoked) || errors.Is(err, nats.ErrAccountAuthExpired) ||
 		errors.Is(err, nats.ErrSecureConnRequired) || errors.Is(err, nats.ErrSecureConnWanted) ||
