@@ -258,35 +258,6 @@ func TestAdaptiveRejectionRestartsRelaxation(t *testing.T) {
 	})
 }
 
-func TestAdaptiveRetryAfter(t *testing.T) {
-	tests := []struct {
-		name       string
-		retryAfter time.Duration
-		want       time.Duration // start of the next attempt
-	}{
-		{"longer than spacing wins", 5 * time.Second, 5 * time.Second},
-		{"shorter than spacing", 500 * time.Millisecond, time.Second},
-		{"none", 0, time.Second},
-		{"longer than Max", time.Minute, time.Minute},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				g := New(Config{})
-				t0 := time.Now()
-				p, _ := take(t, g, t0)
-				p.Forbidden(tt.retryAfter)
-				if _, at := take(t, g, t0); at != tt.want {
-					t.Errorf("next start at %v, want %v", at, tt.want)
-				}
-				if got := g.Snapshot().Spacing; got != time.Second {
-					t.Errorf("spacing %v, want 1s (Retry-After moves the start, not the spacing)", got)
-				}
-			})
-		})
-	}
-}
-
 func TestAdaptiveRetryAfterOnAStaleReportStillWins(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := New(Config{})

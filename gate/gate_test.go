@@ -270,6 +270,11 @@ func TestRetryAfterPushesNextStart(t *testing.T) {
 		{"shorter than spacing", Config{Mode: ReferenceMode}, 500 * time.Millisecond, time.Second},
 		{"none", Config{Mode: ReferenceMode}, 0, time.Second},
 		{"longer than Max", Config{Mode: ReferenceMode}, time.Minute, time.Minute},
+		// Adaptive: a rejection with nothing accepted in the last second sets spacing to 1s.
+		{"adaptive: longer than spacing wins", Config{}, 5 * time.Second, 5 * time.Second},
+		{"adaptive: shorter than spacing", Config{}, 500 * time.Millisecond, time.Second},
+		{"adaptive: none", Config{}, 0, time.Second},
+		{"adaptive: longer than Max", Config{}, time.Minute, time.Minute},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
