@@ -42,6 +42,27 @@ func BenchmarkWaitAndReportParallel(b *testing.B) {
 	})
 }
 
+// BenchmarkAdaptiveWaitAndReportParallel is the same for the default mode: every start holds a
+// window slot until its report, so Wait and report go together.
+func BenchmarkAdaptiveWaitAndReportParallel(b *testing.B) {
+	g := New(Config{})
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			p, err := g.Wait(ctx)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			p.Succeeded()
+		}
+	})
+	if s := g.Snapshot(); s.Spacing != 0 || s.Rejections != 0 {
+		b.Fatalf("healthy run ended with spacing %v, %d rejections; want 0, 0", s.Spacing, s.Rejections)
+	}
+}
+
 // Benchmark10kGoroutines lets 10,000 goroutines take one slot each at spacing 0: all go through
 // and none waits. One op is the whole burst.
 func Benchmark10kGoroutines(b *testing.B) {
