@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/codexpool/codexpool/schemas"
+	"github.com/codexpool/codexpool/schemas/validate"
 )
 
 // forwardProbeTimeout bounds the round trip a draining worker makes to learn whether anybody
@@ -57,7 +58,7 @@ func (s *Service) handle(req micro.Request) {
 		}
 		timeout = min(timeout, d)
 	}
-	r, err := schemas.ParseRequest(req.Data())
+	r, err := validate.Request(req.Data())
 	if err != nil {
 		se, ok := schemas.AsError(err)
 		if !ok {

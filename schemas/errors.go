@@ -24,6 +24,14 @@ const (
 	CodeUpstreamTimeout      Code = "upstream_timeout"      // 504: connect, first event, idle or deadline
 )
 
+// Codes returns every error code of the contract, in the order of its table.
+func Codes() []Code {
+	return []Code{
+		CodeInvalidRequest, CodeRequestTooLarge, CodeUpstreamUnauthorized, CodeOriginForbidden,
+		CodeUpstreamRateLimited, CodeWorkerBusy, CodeUpstreamError, CodeUnavailable, CodeUpstreamTimeout,
+	}
+}
+
 // Status returns the HTTP-style status the contract pairs with c (502 for unknown codes).
 func (c Code) Status() int {
 	switch c {

@@ -14,8 +14,8 @@ func TestCodeStatus(t *testing.T) {
 		CodeUpstreamError: 502, CodeUnavailable: 503, CodeUpstreamTimeout: 504,
 		Code("something_new"): 502,
 	}
-	if len(want) != len(allCodes)+1 {
-		t.Fatalf("the table covers %d codes, allCodes has %d", len(want)-1, len(allCodes))
+	if len(want) != len(Codes())+1 {
+		t.Fatalf("the table covers %d codes, Codes() has %d", len(want)-1, len(Codes()))
 	}
 	for c, s := range want {
 		if got := c.Status(); got != s {

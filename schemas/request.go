@@ -1,22 +1,13 @@
 package schemas
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"sort"
-	"strconv"
-	"unicode/utf8"
 )
 
-// MaxNesting is how deeply a request's arrays and objects may nest. Real requests stay far
-// below it (a tool's parameter schema is the deepest part); refusing early keeps hostile
-// payloads from costing the decoder time and stack.
-const MaxNesting = 128
-
-// Request is a validated generation request (request.schema.json).
-// ParseRequest makes one; the queue sets ID and the worker calls Upstream.
+// Request is a generation request (request.schema.json). validate.Request makes a validated one
+// from a payload; the queue sets ID and the worker calls Upstream.
 // A Request is not modified by its methods, so it may be shared once ID is set.
 type Request struct {
 	// ID is the request's correlation id (Codex-Request-Id header, or generated). Set by queue.
@@ -29,214 +20,14 @@ type Request struct {
 	fields map[string]json.RawMessage
 }
 
-// Why the fields a stateless pool cannot honour are refused, in the order they are checked.
-var forbidden = []struct{ field, why string }{
-	{"previous_response_id", `not supported: responses are not stored and the next request may reach another worker, so a stateless pool cannot continue one; send the whole conversation in "input"`},
-	{"background", `not supported: a background response must be stored and polled later, which a stateless pool cannot do; use "stream": true for long generations`},
-}
-
-// ParseRequest decodes and validates a request payload against request.schema.json and the
-// contract's rules. A refusal is an *Error with CodeInvalidRequest whose message names the
-// offending field (e.g. `"input": must be a non-empty string or a non-empty array of input
-// items`). Beyond the schema it refuses invalid UTF-8 (encoding/json would silently replace
-// it) and nesting deeper than MaxNesting. When a top-level key appears twice the last one
-// wins, for validation and forwarding alike. Unknown fields are kept and forwarded.
-//
-// Other errors (not *Error) mean the embedded schema is broken, a bug of this package.
-func ParseRequest(payload []byte) (*Request, error) {
-	if len(trimSpace(payload)) == 0 {
-		return nil, Errorf(CodeInvalidRequest, "request is empty: want a JSON object")
-	}
-	if !utf8.Valid(payload) {
-		return nil, Errorf(CodeInvalidRequest, "request is not valid UTF-8 (at byte %d)", invalidUTF8At(payload))
-	}
-	spans, field, deep := scan(payload, MaxNesting)
-	if deep {
-		if field == "" {
-			return nil, Errorf(CodeInvalidRequest, "request nests deeper than %d levels", MaxNesting)
-		}
-		return nil, Errorf(CodeInvalidRequest, "%s: nests deeper than %d levels", strconv.Quote(field), MaxNesting)
-	}
-	if !json.Valid(payload) {
-		msg := "request is not valid JSON"
-		var syn *json.SyntaxError
-		if err := json.Unmarshal(payload, new(json.RawMessage)); errors.As(err, &syn) {
-			msg += fmt.Sprintf(": %s (at byte %d)", syn.Error(), syn.Offset)
-		}
-		return nil, Errorf(CodeInvalidRequest, "%s", msg)
-	}
-	if payload[firstNonSpace(payload)] != '{' {
-		return nil, Errorf(CodeInvalidRequest, "request must be a JSON object")
-	}
-	// The payload is valid JSON from here on, so the spans scan found are its top-level fields.
-	payload = bytes.Clone(payload) // the caller may reuse its buffer; fields point into ours
-	fields := make(map[string]json.RawMessage, len(spans))
-	for _, sp := range spans {
-		fields[unquote(payload[sp.key[0]:sp.key[1]])] = payload[sp.val[0]:sp.val[1]:sp.val[1]]
-	}
-	for _, f := range forbidden {
-		if _, ok := fields[f.field]; ok {
-			return nil, Errorf(CodeInvalidRequest, "%s: %s", strconv.Quote(f.field), f.why)
-		}
-	}
-
-	sch, err := schemaFor(RequestSchema)
-	if err != nil {
-		return nil, err
-	}
-	// Decode only what the schema describes; other fields are forwarded without a look.
-	doc := make(map[string]any, len(sch.Properties))
-	for name := range sch.Properties {
-		raw, ok := fields[name]
-		if !ok {
-			continue
-		}
-		v, err := decodeField(raw)
-		if err != nil { // cannot happen: the payload is valid JSON
-			return nil, Errorf(CodeInvalidRequest, "%s: %v", strconv.Quote(name), err)
-		}
-		doc[name] = v
-	}
-	if err := sch.Validate(doc); err != nil {
-		return nil, Errorf(CodeInvalidRequest, "%s", describe(err))
-	}
-
+// NewRequest returns a Request over fields, the top-level fields of a request payload as raw JSON
+// values. It trusts its caller: validate.Request checks a payload and then calls it. Model and
+// Stream are read from fields ("" and false when absent or of another type).
+func NewRequest(fields map[string]json.RawMessage) *Request {
 	r := &Request{fields: fields}
-	r.Model, _ = doc["model"].(string)
-	r.Stream, _ = doc["stream"].(bool)
-	return r, nil
-}
-
-// decodeField decodes one top-level value of a valid JSON payload for the validator.
-// json.Unmarshal is several times cheaper than a json.Decoder but turns numbers into float64,
-// which is inexact only for numeric constraints. request.schema.json has those only on
-// top-level numbers (max_output_tokens), which stay exact json.Numbers here; nested values
-// that float64 cannot hold (1e400) fall back to decodeValue.
-func decodeField(raw json.RawMessage) (any, error) {
-	if len(raw) >= 2 && raw[0] == '"' && bytes.IndexByte(raw, '\\') < 0 {
-		return string(raw[1 : len(raw)-1]), nil // valid JSON without escapes: the bytes are the string
-	}
-	if len(raw) > 0 && (raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9') {
-		return json.Number(raw), nil // a valid JSON number literal, kept exact
-	}
-	var v any
-	if err := json.Unmarshal(raw, &v); err != nil {
-		return decodeValue(raw)
-	}
-	return v, nil
-}
-
-// invalidUTF8At returns the offset of the first invalid UTF-8 sequence in b.
-func invalidUTF8At(b []byte) int {
-	for i := 0; i < len(b); {
-		r, n := utf8.DecodeRune(b[i:])
-		if r == utf8.RuneError && n == 1 {
-			return i
-		}
-		i += n
-	}
-	return len(b)
-}
-
-// span is one top-level field of an object: byte ranges of its quoted key and of its value.
-type span struct{ key, val [2]int }
-
-// scan walks b once, counting brackets outside strings. It reports whether arrays and objects
-// nest deeper than limit, and if so the top-level key whose value does (when b is an object);
-// otherwise it returns the top-level fields. It accepts any bytes and never fails: the spans
-// are only meaningful once b is known to be a valid JSON object.
-func scan(b []byte, limit int) (spans []span, field string, deep bool) {
-	depth := 0
-	key := [2]int{-1, -1}
-	val := -1 // start of the current top-level value, -1 between fields
-	for i := 0; i < len(b); i++ {
-		switch b[i] {
-		case '"':
-			j := i + 1
-			for {
-				k := bytes.IndexAny(b[j:], `"\`)
-				if k < 0 {
-					return spans, "", false // unterminated string: not JSON
-				}
-				j += k
-				if b[j] == '"' {
-					break
-				}
-				j += 2 // skip the escaped character
-				if j >= len(b) {
-					return spans, "", false
-				}
-			}
-			if depth == 1 && val < 0 {
-				key = [2]int{i, j + 1}
-			}
-			i = j
-		case ':':
-			if depth == 1 {
-				val = i + 1
-			}
-		case ',':
-			if depth == 1 && val >= 0 {
-				spans = append(spans, span{key, trimValue(b, val, i)})
-				val = -1
-			}
-		case '{', '[':
-			depth++
-			if depth > limit {
-				if val < 0 || key[0] < 0 {
-					return nil, "", true
-				}
-				return nil, unquote(b[key[0]:key[1]]), true
-			}
-		case '}', ']':
-			if depth == 1 && val >= 0 {
-				spans = append(spans, span{key, trimValue(b, val, i)})
-				val = -1
-			}
-			depth--
-		}
-	}
-	return spans, "", false
-}
-
-// trimValue returns [from, to) without the JSON whitespace around the value.
-func trimValue(b []byte, from, to int) [2]int {
-	for from < to && isSpace(b[from]) {
-		from++
-	}
-	for to > from && isSpace(b[to-1]) {
-		to--
-	}
-	return [2]int{from, to}
-}
-
-func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
-
-// trimSpace trims JSON whitespace only; bytes.TrimSpace would also drop \v, \f and Unicode
-// spaces, which are not allowed around a JSON value.
-func trimSpace(b []byte) []byte {
-	t := trimValue(b, 0, len(b))
-	return b[t[0]:t[1]]
-}
-
-func firstNonSpace(b []byte) int {
-	i := 0
-	for i < len(b)-1 && isSpace(b[i]) {
-		i++
-	}
-	return i
-}
-
-// unquote decodes a JSON string literal; escapes are rare in keys, so the plain case is a copy.
-func unquote(q []byte) string {
-	if bytes.IndexByte(q, '\\') < 0 && len(q) >= 2 {
-		return string(q[1 : len(q)-1])
-	}
-	var s string
-	if err := json.Unmarshal(q, &s); err != nil {
-		return string(q)
-	}
-	return s
+	_ = json.Unmarshal(fields["model"], &r.Model)
+	_ = json.Unmarshal(fields["stream"], &r.Stream)
+	return r
 }
 
 // Upstream returns the response.create frame the worker sends to the origin: every field of
@@ -246,7 +37,7 @@ func unquote(q []byte) string {
 // other fields sorted, store, stream.
 func (r *Request) Upstream(defaultModel string) ([]byte, error) {
 	if r == nil || r.fields == nil {
-		return nil, errors.New("schemas: Upstream on a request ParseRequest did not make")
+		return nil, errors.New("schemas: Upstream on a Request NewRequest did not make")
 	}
 	model := r.Model
 	if model == "" {

@@ -95,7 +95,7 @@ type Event struct {
 // brace. When output_text is already present, response itself is returned. Malformed items
 // in output are skipped; an error means response is not a JSON object.
 func WithOutputText(response []byte) ([]byte, error) {
-	trimmed := trimSpace(response)
+	trimmed := bytes.Trim(response, " \t\r\n") // JSON whitespace only
 	if len(trimmed) == 0 || trimmed[0] != '{' {
 		return nil, fmt.Errorf("schemas: WithOutputText: response is not a JSON object")
 	}

@@ -1,8 +1,18 @@
-package schemas
+// Package validate checks documents against codexpool's JSON Schemas (package schemas embeds
+// them) and turns request payloads into validated [schemas.Request] values.
+//
+// A worker calls [Request] first on every incoming payload: it either returns a validated
+// *schemas.Request, whose Upstream method is the frame to send to the origin, or a
+// *schemas.Error with schemas.CodeInvalidRequest whose message names the offending field.
+// [JSON] validates any document against one of the schemas (tests use it to check what they
+// put on the wire).
+//
+// It is a package of its own because it links the JSON Schema compiler: clients that only
+// decode replies and errors import package schemas alone.
+package validate
 
 import (
 	"bytes"
-	"embed"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,33 +24,16 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+
+	"github.com/codexpool/codexpool/schemas"
 )
-
-// FS holds the JSON Schema files (draft 2020-12), named by the Schema* constants.
-//
-//go:embed *.schema.json
-var FS embed.FS
-
-// Names of the schema files in FS. Each file's $id is BaseURL followed by its name.
-const (
-	RequestSchema  = "request.schema.json"  // a generation request (the NATS request payload)
-	ResponseSchema = "response.schema.json" // the one-shot reply: a Responses API response plus output_text
-	ErrorSchema    = "error.schema.json"    // the body of an error reply
-	EventSchema    = "event.schema.json"    // one message of a streamed reply
-)
-
-// BaseURL is the prefix of every schema's $id.
-const BaseURL = "https://codexpool.dev/schemas/"
-
-// SchemaNames lists the files in FS.
-var SchemaNames = []string{RequestSchema, ResponseSchema, ErrorSchema, EventSchema}
 
 // compiled holds every schema, compiled once on first use. A compiled *jsonschema.Schema is
 // read-only, so validation is safe for concurrent use.
 var compiled = sync.OnceValues(func() (map[string]*jsonschema.Schema, error) {
 	c := jsonschema.NewCompiler()
-	for _, name := range SchemaNames {
-		b, err := FS.ReadFile(name)
+	for _, name := range schemas.SchemaNames {
+		b, err := schemas.FS.ReadFile(name)
 		if err != nil {
 			return nil, fmt.Errorf("schemas: read %s: %w", name, err)
 		}
@@ -48,13 +41,13 @@ var compiled = sync.OnceValues(func() (map[string]*jsonschema.Schema, error) {
 		if err != nil {
 			return nil, fmt.Errorf("schemas: decode %s: %w", name, err)
 		}
-		if err := c.AddResource(BaseURL+name, doc); err != nil {
+		if err := c.AddResource(schemas.BaseURL+name, doc); err != nil {
 			return nil, fmt.Errorf("schemas: add %s: %w", name, err)
 		}
 	}
-	out := make(map[string]*jsonschema.Schema, len(SchemaNames))
-	for _, name := range SchemaNames {
-		s, err := c.Compile(BaseURL + name)
+	out := make(map[string]*jsonschema.Schema, len(schemas.SchemaNames))
+	for _, name := range schemas.SchemaNames {
+		s, err := c.Compile(schemas.BaseURL + name)
 		if err != nil {
 			return nil, fmt.Errorf("schemas: compile %s: %w", name, err)
 		}
@@ -75,11 +68,11 @@ func schemaFor(name string) (*jsonschema.Schema, error) {
 	return s, nil
 }
 
-// Validate checks the JSON document doc against the schema called name (one of the Schema*
+// JSON checks the JSON document doc against the schema called name (one of the schemas.*Schema
 // constants). The error names the first offending location, e.g.
 // `schemas: response.schema.json: "output_text": is required`. Tests in other packages use it
 // to check what they put on the wire.
-func Validate(name string, doc []byte) error {
+func JSON(name string, doc []byte) error {
 	s, err := schemaFor(name)
 	if err != nil {
 		return err

@@ -1,4 +1,4 @@
-package schemas
+package validate
 
 import (
 	"bytes"
@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/codexpool/codexpool/schemas"
 )
 
 // nested returns n opening brackets of open, then inner, then the closers.
@@ -46,7 +48,7 @@ func TestParseRequestAccepts(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r, err := ParseRequest([]byte(tt.payload))
+			r, err := Request([]byte(tt.payload))
 			if err != nil {
 				t.Fatalf("ParseRequest: %v", err)
 			}
@@ -54,7 +56,7 @@ func TestParseRequestAccepts(t *testing.T) {
 				t.Errorf("got Model %q Stream %v, want %q %v", r.Model, r.Stream, tt.wantModel, tt.wantStream)
 			}
 			// The schema must agree with ParseRequest (same document, no hand-only rule involved).
-			if err := Validate(RequestSchema, []byte(tt.payload)); err != nil {
+			if err := JSON(schemas.RequestSchema, []byte(tt.payload)); err != nil {
 				t.Errorf("request.schema.json refuses what ParseRequest accepts: %v", err)
 			}
 		})
@@ -128,15 +130,15 @@ var refusals = []struct {
 func TestParseRequestRefuses(t *testing.T) {
 	for _, tt := range refusals {
 		t.Run(tt.name, func(t *testing.T) {
-			r, err := ParseRequest([]byte(tt.payload))
+			r, err := Request([]byte(tt.payload))
 			if err == nil {
 				t.Fatalf("accepted %q as %+v, want a refusal", trunc(tt.payload), r)
 			}
-			e, ok := AsError(err)
+			e, ok := schemas.AsError(err)
 			if !ok {
-				t.Fatalf("got %T %v, want *Error", err, err)
+				t.Fatalf("got %T %v, want *schemas.Error", err, err)
 			}
-			if e.Code != CodeInvalidRequest || e.Status != 400 {
+			if e.Code != schemas.CodeInvalidRequest || e.Status != 400 {
 				t.Errorf("got %s/%d, want invalid_request/400", e.Code, e.Status)
 			}
 			if !strings.Contains(e.Message, tt.field) {
@@ -157,7 +159,7 @@ func TestSchemaAgreesWithRefusals(t *testing.T) {
 			continue
 		}
 		t.Run(tt.name, func(t *testing.T) {
-			if err := Validate(RequestSchema, []byte(tt.payload)); err == nil {
+			if err := JSON(schemas.RequestSchema, []byte(tt.payload)); err == nil {
 				t.Errorf("request.schema.json accepts %q, which ParseRequest refuses", tt.payload)
 			}
 		})
@@ -171,16 +173,16 @@ func trunc(s string) string {
 	return s
 }
 
-func mustParse(t *testing.T, payload string) *Request {
+func mustParse(t *testing.T, payload string) *schemas.Request {
 	t.Helper()
-	r, err := ParseRequest([]byte(payload))
+	r, err := Request([]byte(payload))
 	if err != nil {
-		t.Fatalf("ParseRequest(%s): %v", trunc(payload), err)
+		t.Fatalf("Request(%s): %v", trunc(payload), err)
 	}
 	return r
 }
 
-func mustUpstream(t *testing.T, r *Request, def string) []byte {
+func mustUpstream(t *testing.T, r *schemas.Request, def string) []byte {
 	t.Helper()
 	b, err := r.Upstream(def)
 	if err != nil {
@@ -350,13 +352,13 @@ func TestUpstreamErrors(t *testing.T) {
 	if b, err := mustParse(t, `{"input":"x","model":"m"}`).Upstream(""); err != nil || !bytes.Contains(b, []byte(`"model":"m"`)) {
 		t.Errorf("model named, no default: got %s, %v", b, err)
 	}
-	var zero Request
+	var zero schemas.Request
 	if _, err := zero.Upstream("m"); err == nil {
-		t.Error("zero Request: got nil error")
+		t.Error("zero schemas.Request: got nil error")
 	}
-	var nilReq *Request
+	var nilReq *schemas.Request
 	if _, err := nilReq.Upstream("m"); err == nil {
-		t.Error("nil Request: got nil error")
+		t.Error("nil schemas.Request: got nil error")
 	}
 }
 
@@ -367,7 +369,7 @@ func TestParseRequestConcurrent(t *testing.T) {
 		wg.Go(func() {
 			for j := range 50 {
 				payload := fmt.Sprintf(`{"input":"n%d","model":"m%d","max_output_tokens":%d}`, i, j, j)
-				_, err := ParseRequest([]byte(payload))
+				_, err := Request([]byte(payload))
 				if (j == 0) != (err != nil) { // max_output_tokens 0 is the only refusal
 					errs <- fmt.Errorf("%s: got %v", payload, err)
 					return
@@ -385,7 +387,7 @@ func TestParseRequestConcurrent(t *testing.T) {
 func TestParseRequestCopiesPayload(t *testing.T) {
 	payload := []byte(`{"input":"hello","extra":{"k":"v"}}`)
 	r := mustParse(t, string(payload))
-	r2, err := ParseRequest(payload)
+	r2, err := Request(payload)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -399,8 +401,8 @@ func TestParseRequestCopiesPayload(t *testing.T) {
 }
 
 func TestParseRequestUTF8Offset(t *testing.T) {
-	_, err := ParseRequest([]byte("{\"input\":\"ok\xe2\x82\"}"))
-	if e, ok := AsError(err); !ok || !strings.Contains(e.Message, "at byte 12") {
+	_, err := Request([]byte("{\"input\":\"ok\xe2\x82\"}"))
+	if e, ok := schemas.AsError(err); !ok || !strings.Contains(e.Message, "at byte 12") {
 		t.Errorf("got %v, want the offset of the bad sequence (byte 12)", err)
 	}
 }

@@ -1,4 +1,4 @@
-package schemas
+package validate
 
 import (
 	"encoding/json"
@@ -11,18 +11,13 @@ import (
 	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
-)
 
-// allCodes lists every Code constant of errors.go; TestErrorCodesMatchSchema keeps it honest
-// against the schema's enum, and the Status table below against errors.go.
-var allCodes = []Code{
-	CodeInvalidRequest, CodeRequestTooLarge, CodeUpstreamUnauthorized, CodeOriginForbidden,
-	CodeUpstreamRateLimited, CodeWorkerBusy, CodeUpstreamError, CodeUnavailable, CodeUpstreamTimeout,
-}
+	"github.com/codexpool/codexpool/schemas"
+)
 
 func readSchema(t *testing.T, name string) map[string]any {
 	t.Helper()
-	b, err := FS.ReadFile(name)
+	b, err := schemas.FS.ReadFile(name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,23 +29,23 @@ func readSchema(t *testing.T, name string) map[string]any {
 }
 
 func TestSchemasCompileAndDescribeThemselves(t *testing.T) {
-	files, err := fs.Glob(FS, "*.schema.json")
+	files, err := fs.Glob(schemas.FS, "*.schema.json")
 	if err != nil {
 		t.Fatal(err)
 	}
 	sort.Strings(files)
-	names := slices.Clone(SchemaNames)
+	names := slices.Clone(schemas.SchemaNames)
 	sort.Strings(names)
 	if !slices.Equal(files, names) {
-		t.Fatalf("embedded files %v, SchemaNames %v", files, names)
+		t.Fatalf("embedded files %v, schemas.SchemaNames %v", files, names)
 	}
-	for _, name := range SchemaNames {
+	for _, name := range schemas.SchemaNames {
 		t.Run(name, func(t *testing.T) {
 			if _, err := schemaFor(name); err != nil {
 				t.Fatal(err)
 			}
 			m := readSchema(t, name)
-			if got, want := m["$id"], BaseURL+name; got != want {
+			if got, want := m["$id"], schemas.BaseURL+name; got != want {
 				t.Errorf("$id: got %v, want %v", got, want)
 			}
 			if got := m["$schema"]; got != "https://json-schema.org/draft/2020-12/schema" {
@@ -68,26 +63,26 @@ func TestSchemasCompileAndDescribeThemselves(t *testing.T) {
 			}
 			for i, ex := range examples {
 				b, _ := json.Marshal(ex)
-				if err := Validate(name, b); err != nil {
+				if err := JSON(name, b); err != nil {
 					t.Errorf("examples[%d] %s: %v", i, b, err)
 				}
 			}
 		})
 	}
-	if err := Validate("nope.schema.json", []byte(`{}`)); err == nil {
+	if err := JSON("nope.schema.json", []byte(`{}`)); err == nil {
 		t.Error("Validate with an unknown schema name: got nil error")
 	}
 }
 
 func TestErrorCodesMatchSchema(t *testing.T) {
-	errSchema := readSchema(t, ErrorSchema)
+	errSchema := readSchema(t, schemas.ErrorSchema)
 	code := errSchema["properties"].(map[string]any)["error"].(map[string]any)["properties"].(map[string]any)["code"].(map[string]any)
 	var enum []string
 	for _, v := range code["enum"].([]any) {
 		enum = append(enum, v.(string))
 	}
 	var goCodes []string
-	for _, c := range allCodes {
+	for _, c := range schemas.Codes() {
 		goCodes = append(goCodes, string(c))
 	}
 	sort.Strings(enum)
@@ -98,14 +93,14 @@ func TestErrorCodesMatchSchema(t *testing.T) {
 }
 
 func TestErrorBodiesValidate(t *testing.T) {
-	for _, c := range allCodes {
+	for _, c := range schemas.Codes() {
 		t.Run(string(c), func(t *testing.T) {
-			plain := Errorf(c, "something about %q", "field")
-			if err := Validate(ErrorSchema, plain.Body()); err != nil {
+			plain := schemas.Errorf(c, "something about %q", "field")
+			if err := JSON(schemas.ErrorSchema, plain.Body()); err != nil {
 				t.Errorf("%s: %v", plain.Body(), err)
 			}
-			full := &Error{Status: c.Status(), Code: c, Message: "m", RetryAfter: 1500 * time.Microsecond, UpstreamCode: "usage_limit_reached"}
-			if err := Validate(ErrorSchema, full.Body()); err != nil {
+			full := &schemas.Error{Status: c.Status(), Code: c, Message: "m", RetryAfter: 1500 * time.Microsecond, UpstreamCode: "usage_limit_reached"}
+			if err := JSON(schemas.ErrorSchema, full.Body()); err != nil {
 				t.Errorf("%s: %v", full.Body(), err)
 			}
 		})
@@ -118,17 +113,17 @@ func TestReplyValidates(t *testing.T) {
 		          {"id":"msg_1","type":"message","role":"assistant","status":"completed",
 		           "content":[{"type":"output_text","text":"Hello","annotations":[]},{"type":"output_text","text":" there!"}]}],
 		"usage":{"input_tokens":42,"output_tokens":5,"total_tokens":47},"error":null,"incomplete_details":null}`)
-	if err := Validate(ResponseSchema, completed); err == nil || !strings.Contains(err.Error(), `"output_text": is required`) {
+	if err := JSON(schemas.ResponseSchema, completed); err == nil || !strings.Contains(err.Error(), `"output_text": is required`) {
 		t.Errorf("response without output_text: got %v, want it refused naming output_text", err)
 	}
-	reply, err := WithOutputText(completed)
+	reply, err := schemas.WithOutputText(completed)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Validate(ResponseSchema, reply); err != nil {
+	if err := JSON(schemas.ResponseSchema, reply); err != nil {
 		t.Errorf("WithOutputText's reply: %v", err)
 	}
-	var r Response
+	var r schemas.Response
 	if err := json.Unmarshal(reply, &r); err != nil {
 		t.Fatal(err)
 	}
@@ -144,12 +139,12 @@ func TestEventSchema(t *testing.T) {
 		`{"type":"error","status":429,"error":{"type":"usage_limit_reached","message":"m"}}`,
 		`{"type":"codex.rate_limits","anything":[1,2]}`,
 	} {
-		if err := Validate(EventSchema, []byte(ok)); err != nil {
+		if err := JSON(schemas.EventSchema, []byte(ok)); err != nil {
 			t.Errorf("%s: %v", ok, err)
 		}
 	}
 	for _, bad := range []string{`{}`, `{"type":5}`, `[]`, `{"type":""}`} {
-		if err := Validate(EventSchema, []byte(bad)); err == nil {
+		if err := JSON(schemas.EventSchema, []byte(bad)); err == nil {
 			t.Errorf("%s: accepted, want refused", bad)
 		}
 	}
@@ -159,24 +154,24 @@ func TestValidateErrors(t *testing.T) {
 	tests := []struct {
 		name, schema, doc, want string
 	}{
-		{"missing field", ErrorSchema, `{"error":{"code":"worker_busy","status":429}}`, `schemas: error.schema.json: "error.message": is required`},
-		{"bad enum", ErrorSchema, `{"error":{"code":"nope","message":"m","status":400}}`, `"error.code": has an unsupported value`},
-		{"status too low", ErrorSchema, `{"error":{"code":"worker_busy","message":"m","status":200}}`, `"error.status": must be at least 400`},
-		{"nested item", ResponseSchema, `{"id":"r","status":"completed","output":[{"type":"message","content":[{"type":"output_text","text":1}]}],"output_text":""}`, `"output[0].content[0].text": must be a string`},
-		{"wrong object", ResponseSchema, `{"id":"r","object":"thing","status":"completed","output":[],"output_text":""}`, `"object": must be "response"`},
-		{"root type", RequestSchema, `[]`, `document must be an object`},
-		{"not JSON", RequestSchema, `{`, `not JSON`},
+		{"missing field", schemas.ErrorSchema, `{"error":{"code":"worker_busy","status":429}}`, `schemas: error.schema.json: "error.message": is required`},
+		{"bad enum", schemas.ErrorSchema, `{"error":{"code":"nope","message":"m","status":400}}`, `"error.code": has an unsupported value`},
+		{"status too low", schemas.ErrorSchema, `{"error":{"code":"worker_busy","message":"m","status":200}}`, `"error.status": must be at least 400`},
+		{"nested item", schemas.ResponseSchema, `{"id":"r","status":"completed","output":[{"type":"message","content":[{"type":"output_text","text":1}]}],"output_text":""}`, `"output[0].content[0].text": must be a string`},
+		{"wrong object", schemas.ResponseSchema, `{"id":"r","object":"thing","status":"completed","output":[],"output_text":""}`, `"object": must be "response"`},
+		{"root type", schemas.RequestSchema, `[]`, `document must be an object`},
+		{"not JSON", schemas.RequestSchema, `{`, `not JSON`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := Validate(tt.schema, []byte(tt.doc))
+			err := JSON(tt.schema, []byte(tt.doc))
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("got %v, want an error containing %q", err, tt.want)
 			}
 		})
 	}
 	var verr *jsonschema.ValidationError
-	if err := Validate(EventSchema, []byte(`{}`)); !errors.As(err, &verr) {
+	if err := JSON(schemas.EventSchema, []byte(`{}`)); !errors.As(err, &verr) {
 		t.Errorf("got %T, want it to wrap *jsonschema.ValidationError", err)
 	}
 }
