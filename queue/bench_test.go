@@ -7,6 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/codexpool/codexpool/queue/client"
 	"github.com/codexpool/codexpool/schemas"
 )
 
@@ -66,7 +67,7 @@ func BenchmarkStream100(b *testing.B) {
 		}
 		return nil, nil
 	}))
-	c := NewClient(connect(b, ns), ClientOptions{})
+	c := client.New(connect(b, ns), client.Options{})
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/codexpool/codexpool/queue/client"
 	"github.com/codexpool/codexpool/schemas"
 )
 
@@ -20,7 +21,7 @@ func TestClientGenerate(t *testing.T) {
 		gotTimeout <- time.Until(dl).Round(time.Minute).String()
 		return instant(ctx, r, emit)
 	}))
-	c := NewClient(connect(t, ns), ClientOptions{})
+	c := client.New(connect(t, ns), client.Options{})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -61,7 +62,7 @@ func TestClientStream(t *testing.T) {
 		}
 		return nil, nil
 	}))
-	c := NewClient(connect(t, ns), ClientOptions{})
+	c := client.New(connect(t, ns), client.Options{})
 
 	var events []string
 	r, err := c.Stream(context.Background(), []byte(`{"input":"hi","stream":false}`), nil, func(ev []byte) error {
@@ -87,7 +88,7 @@ func TestClientStream(t *testing.T) {
 
 func TestClientNoResponders(t *testing.T) {
 	ns := startServer(t)
-	c := NewClient(connect(t, ns), ClientOptions{})
+	c := client.New(connect(t, ns), client.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
 
@@ -115,7 +116,7 @@ func TestClientRetriesBusy(t *testing.T) {
 			held := goRequest(nc, goodRequest, nil)
 			blk.waitStarted(t)
 
-			c := NewClient(nc, ClientOptions{RetryBusy: 20})
+			c := client.New(nc, client.Options{RetryBusy: 20})
 			done := make(chan error, 1)
 			go func() {
 				var err error

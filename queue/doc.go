@@ -1,10 +1,10 @@
-// Package queue is the NATS side of codexpool: an embedded NATS server, a resilient connection,
-// the "codexpool" micro service that turns requests on codex.generate into generations, and the Go
-// client that sends them.
+// Package queue is the worker's NATS side: an embedded NATS server, a resilient connection, and
+// the "codexpool" micro service that turns requests on codex.generate into generations, with
+// hand-backs, streamed replies and graceful shutdown. The Go client that sends requests is
+// package queue/client, which links none of this.
 //
 // A worker calls [StartEmbedded] (only when it runs without an external NATS server), then
 // [Connect], then [NewService] with a [Generator], and [Service.Shutdown] when it is told to stop.
-// Clients call [NewClient] and then [Client.Generate] or [Client.Stream].
 //
 // # Requests and replies
 //

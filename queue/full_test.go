@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/codexpool/codexpool/queue/client"
 	"github.com/codexpool/codexpool/schemas"
 )
 
@@ -117,7 +118,7 @@ func TestFullWorkerBusyAfterHops(t *testing.T) {
 	held := goRequest(nc, goodRequest, nil)
 	blk.waitStarted(t)
 
-	c := NewClient(nc, ClientOptions{RetryBusy: -1})
+	c := client.New(nc, client.Options{RetryBusy: -1})
 	start := time.Now()
 	_, err := c.Generate(context.Background(), []byte(goodRequest), nil)
 	took := time.Since(start)

@@ -18,16 +18,16 @@ import (
 	"github.com/codexpool/codexpool/schemas"
 )
 
-// Names of the micro service and its endpoint (contract: "Names").
+// Names of the micro service and its endpoint.
 const (
-	ServiceName  = "codexpool"
-	EndpointName = "generate"
+	ServiceName  = schemas.ServiceName
+	EndpointName = schemas.EndpointName
 )
 
 // Defaults of Config and ClientOptions.
 const (
-	DefaultSubject        = "codex.generate"
-	DefaultQueueGroup     = "codexpool"
+	DefaultSubject        = schemas.DefaultSubject
+	DefaultQueueGroup     = schemas.DefaultQueueGroup
 	DefaultVersion        = "0.1.0"
 	DefaultMaxInflight    = 256
 	DefaultRequestTimeout = 10 * time.Minute

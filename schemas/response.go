@@ -88,6 +88,26 @@ type Event struct {
 	Response       *Response `json:"response,omitempty"` // response.created, ... response.completed
 }
 
+// CompletedResponse returns the raw "response" object of event when event is a
+// response.completed event with a response object; ok is false for every other event. Only the
+// completed event is decoded: the check for its type costs one scan of the other events.
+func CompletedResponse(event []byte) (response json.RawMessage, ok bool) {
+	if !bytes.Contains(event, []byte(`"response.completed"`)) {
+		return nil, false
+	}
+	var ev struct {
+		Type     string          `json:"type"`
+		Response json.RawMessage `json:"response"`
+	}
+	if json.Unmarshal(event, &ev) != nil || ev.Type != "response.completed" {
+		return nil, false
+	}
+	if r := bytes.Trim(ev.Response, " \t\r\n"); len(r) == 0 || r[0] != '{' {
+		return nil, false
+	}
+	return ev.Response, true
+}
+
 // WithOutputText returns the response object of a response.completed event with an
 // "output_text" field added when it has none: the text of every output_text content part of
 // every message item of "output", concatenated with no separator (as the OpenAI SDKs do).

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/codexpool/codexpool/queue"
+	"github.com/codexpool/codexpool/queue/client"
 	"github.com/codexpool/codexpool/worker"
 	"github.com/codexpool/codexpool/worker/codextest"
 )
@@ -22,7 +23,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 	for _, stream := range []bool{false, true} {
 		b.Run(fmt.Sprintf("stream=%v", stream), func(b *testing.B) {
 			nc, subject := startPool(b)
-			client := queue.NewClient(nc, queue.ClientOptions{Subject: subject})
+			cl := client.New(nc, client.Options{Subject: subject})
 			body := []byte(`{"input":"Say hello","stream":` + fmt.Sprint(stream) + `}`)
 			var failed atomic.Int64
 			b.ReportAllocs()
@@ -31,9 +32,9 @@ func BenchmarkRoundTrip(b *testing.B) {
 				for pb.Next() {
 					var err error
 					if stream {
-						_, err = client.Stream(context.Background(), body, nil, func([]byte) error { return nil })
+						_, err = cl.Stream(context.Background(), body, nil, func([]byte) error { return nil })
 					} else {
-						_, err = client.Generate(context.Background(), body, nil)
+						_, err = cl.Generate(context.Background(), body, nil)
 					}
 					if err != nil {
 						failed.Add(1)

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/codexpool/codexpool/queue"
+	"github.com/codexpool/codexpool/queue/client"
 	"github.com/codexpool/codexpool/schemas"
 )
 
@@ -83,11 +84,11 @@ func runAsk(ctx context.Context, e env, args []string) error {
 	defer cancel()
 	hdr := nats.Header{}
 	hdr.Set(schemas.HeaderTimeout, timeout.String())
-	client := queue.NewClient(nc, queue.ClientOptions{Subject: *subject})
+	cl := client.New(nc, client.Options{Subject: *subject})
 
 	if *stream {
 		wrote := false
-		_, err = client.Stream(ctx, req, hdr, func(ev []byte) error {
+		_, err = cl.Stream(ctx, req, hdr, func(ev []byte) error {
 			if *asJSON {
 				_, err := fmt.Fprintf(e.stdout, "%s\n", ev)
 				return err
@@ -108,7 +109,7 @@ func runAsk(ctx context.Context, e env, args []string) error {
 		}
 		return askError(err)
 	}
-	reply, err := client.Generate(ctx, req, hdr)
+	reply, err := cl.Generate(ctx, req, hdr)
 	if err != nil {
 		return askError(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/codexpool/codexpool/queue"
+	"github.com/codexpool/codexpool/queue/client"
 	"github.com/codexpool/codexpool/schemas"
 	"github.com/codexpool/codexpool/worker/codextest"
 )
@@ -149,14 +150,14 @@ func runScenario(ctx context.Context, e env, cfg benchConfig, srv *codextest.Ser
 
 	prog := newProgress(e.stderr, cfg.quiet, total, fmt.Sprintf("%-9s c=%-4d", mode, conc))
 	rss := newRSSSampler(procs)
-	client := queue.NewClient(nc, queue.ClientOptions{Subject: subject, RetryBusy: 10})
+	cl := client.New(nc, client.Options{Subject: subject, RetryBusy: 10})
 	words := cfg.sim.Words
 	if words == 0 {
 		words = 8
 	}
 	one := func(ctx context.Context, i int) error {
 		prompt := fmt.Sprintf("bench request %d of scenario %s/%d", i, mode, conc)
-		return benchOne(ctx, client, prompt, words, cfg.stream, cfg.timeout)
+		return benchOne(ctx, cl, prompt, words, cfg.stream, cfg.timeout)
 	}
 	tl := startTimeline(srv, cfg.schedule)
 	var ld *load
@@ -214,14 +215,14 @@ func runEcho(ctx context.Context, e env, cfg benchConfig, nc *nats.Conn, conc in
 }
 
 // benchOne sends one request and checks the answer is the simulator's answer to the prompt.
-func benchOne(ctx context.Context, client *queue.Client, prompt string, words int, stream bool, timeout time.Duration) error {
+func benchOne(ctx context.Context, cl *client.Client, prompt string, words int, stream bool, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	body, _ := json.Marshal(map[string]any{"input": prompt, "stream": stream})
 	want := codextest.Answer(prompt, words)
 	if stream {
 		var text strings.Builder
-		_, err := client.Stream(ctx, body, nil, func(ev []byte) error {
+		_, err := cl.Stream(ctx, body, nil, func(ev []byte) error {
 			var d struct {
 				Type  string `json:"type"`
 				Delta string `json:"delta"`
@@ -242,7 +243,7 @@ func benchOne(ctx context.Context, client *queue.Client, prompt string, words in
 		}
 		return nil
 	}
-	reply, err := client.Generate(ctx, body, nil)
+	reply, err := cl.Generate(ctx, body, nil)
 	if err != nil {
 		return err
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/codexpool/codexpool/queue"
+	"github.com/codexpool/codexpool/queue/client"
 	"github.com/codexpool/codexpool/schemas"
 	"github.com/codexpool/codexpool/worker/codextest"
 )
@@ -56,7 +57,7 @@ type cluster struct {
 	url    string
 	nc     *nats.Conn
 	sim    *codextest.Server
-	client *queue.Client
+	client *client.Client
 }
 
 func newCluster(t *testing.T, simOpts codextest.Options) *cluster {
@@ -78,7 +79,7 @@ func newCluster(t *testing.T, simOpts codextest.Options) *cluster {
 	}
 	t.Cleanup(nc.Close)
 	return &cluster{t: t, url: ns.ClientURL(), nc: nc, sim: sim,
-		client: queue.NewClient(nc, queue.ClientOptions{RetryBusy: -1})}
+		client: client.New(nc, client.Options{RetryBusy: -1})}
 }
 
 type proc struct {
@@ -467,7 +468,7 @@ func TestE2ESigtermDuringBurst(t *testing.T) {
 	c.startWorker("w2")
 	c.startWorker("w3")
 	const n = 90
-	client := queue.NewClient(c.nc, queue.ClientOptions{})
+	cl := client.New(c.nc, client.Options{})
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
 	for i := range n {
@@ -475,7 +476,7 @@ func TestE2ESigtermDuringBurst(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			p := fmt.Sprintf("burst %d", i)
-			reply, err := client.Generate(ctxT(t, 60*time.Second), request(p, nil), nil)
+			reply, err := cl.Generate(ctxT(t, 60*time.Second), request(p, nil), nil)
 			if err == nil && reply.OutputText != codextest.Answer(p, 4) {
 				err = fmt.Errorf("wrong answer %q", reply.OutputText)
 			}

@@ -19,7 +19,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
-	"github.com/codexpool/codexpool/queue"
+	"github.com/codexpool/codexpool/queue/client"
 	"github.com/codexpool/codexpool/schemas"
 	"github.com/codexpool/codexpool/worker/codextest"
 )
@@ -49,7 +49,7 @@ func newClusterWith(t *testing.T, simOpts codextest.Options, tweak func(*server.
 	}
 	t.Cleanup(nc.Close)
 	return &cluster{t: t, url: ns.ClientURL(), nc: nc, sim: sim,
-		client: queue.NewClient(nc, queue.ClientOptions{RetryBusy: -1})}, ns
+		client: client.New(nc, client.Options{RetryBusy: -1})}, ns
 }
 
 // startNATS starts an in-process NATS server with opts, retrying for a while when its port is

@@ -16,7 +16,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
-	"github.com/codexpool/codexpool/queue"
+	"github.com/codexpool/codexpool/queue/client"
 	"github.com/codexpool/codexpool/schemas"
 	"github.com/codexpool/codexpool/worker/codextest"
 )
@@ -49,7 +49,7 @@ func kind(err error) string {
 }
 
 // call runs one Generate with deadline d and records it; the call must return by d plus slack.
-func (ta *tally) call(cl *queue.Client, payload []byte, d time.Duration) (*queue.Reply, error) {
+func (ta *tally) call(cl *client.Client, payload []byte, d time.Duration) (*client.Reply, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	ta.mu.Lock()
@@ -105,7 +105,7 @@ func TestNATSRestart(t *testing.T) {
 	port := ns.Addr().(*net.TCPAddr).Port
 	c.startWorker("n1")
 	c.startWorker("n2")
-	client := queue.NewClient(c.nc, queue.ClientOptions{RetryBusy: -1})
+	cl := client.New(c.nc, client.Options{RetryBusy: -1})
 
 	before, after := newTally(), newTally()
 	var restarted atomic.Bool
@@ -125,7 +125,7 @@ func TestNATSRestart(t *testing.T) {
 				if restarted.Load() {
 					ta = after
 				}
-				if _, err := ta.call(client, request(fmt.Sprintf("load %d/%d", g, i), nil), 5*time.Second); err != nil {
+				if _, err := ta.call(cl, request(fmt.Sprintf("load %d/%d", g, i), nil), 5*time.Second); err != nil {
 					time.Sleep(50 * time.Millisecond) // pace retries while NATS is away
 				}
 			}
@@ -232,7 +232,7 @@ func TestShutdownSigtermBurst(t *testing.T) {
 	victim := c.startWorker("s1", "CODEXPOOL_SHUTDOWN_GRACE="+grace.String())
 	c.startWorker("s2")
 	c.startWorker("s3")
-	client := queue.NewClient(c.nc, queue.ClientOptions{}) // retries worker_busy, as users' clients do
+	cl := client.New(c.nc, client.Options{}) // retries worker_busy, as users' clients do
 	ta := newTally()
 	var wg sync.WaitGroup
 	for g := range 6 {
@@ -240,7 +240,7 @@ func TestShutdownSigtermBurst(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range 15 {
-				_, _ = ta.call(client, request(fmt.Sprintf("burst %d/%d", g, i), nil), 60*time.Second)
+				_, _ = ta.call(cl, request(fmt.Sprintf("burst %d/%d", g, i), nil), 60*time.Second)
 			}
 		}()
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
-	"github.com/codexpool/codexpool/queue"
+	"github.com/codexpool/codexpool/queue/client"
 	"github.com/codexpool/codexpool/schemas"
 	"github.com/codexpool/codexpool/worker/codextest"
 )
@@ -180,7 +180,7 @@ func TestE2ESecureNATSPermissions(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	c := &cluster{t: t, url: ns.ClientURL(), nc: nc, sim: sim, client: queue.NewClient(nc, queue.ClientOptions{RetryBusy: -1})}
+	c := &cluster{t: t, url: ns.ClientURL(), nc: nc, sim: sim, client: client.New(nc, client.Options{RetryBusy: -1})}
 	p := c.startWorker("w-secure", "CODEXPOOL_NATS_USER=worker", "CODEXPOOL_NATS_PASSWORD=worker-pw", "CODEXPOOL_MAX_INFLIGHT=1")
 
 	ctx := ctxT(t, 30*time.Second)

@@ -8,8 +8,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/codexpool/codexpool/schemas"
 	"github.com/gorilla/websocket"
+
+	"github.com/codexpool/codexpool/schemas"
 )
 
 // Client runs generations over Codex WebSockets and pools the sockets. Create it with New.
@@ -252,10 +253,10 @@ func (c *Client) run(ctx context.Context, cn *conn, frame []byte, onEvent func(E
 		}
 		switch typ {
 		case typeCompleted:
-			resp, err := completedResponse(f.data)
-			if err != nil {
+			resp, ok := schemas.CompletedResponse(f.data)
+			if !ok {
 				cn.close(false)
-				return false, upstreamError("bad response.completed event: %v", err)
+				return false, upstreamError("bad response.completed event: no response object")
 			}
 			res.Response = resp
 			c.release(cn)

@@ -322,17 +322,3 @@ func mapIncomplete(data []byte, r redactor) *schemas.Error {
 	e.UpstreamCode = reason
 	return e
 }
-
-// completedResponse returns the "response" object of response.completed.
-func completedResponse(data []byte) (json.RawMessage, error) {
-	var ev struct {
-		Response json.RawMessage `json:"response"`
-	}
-	if err := json.Unmarshal(data, &ev); err != nil {
-		return nil, err
-	}
-	if len(ev.Response) == 0 || string(ev.Response) == "null" {
-		return nil, fmt.Errorf("no response object")
-	}
-	return ev.Response, nil
-}

@@ -109,8 +109,8 @@ func FuzzEventParse(f *testing.F) {
 		checkError(t, "mapErrorEvent", mapErrorEvent(data, r, now))
 		checkError(t, "mapFailed", mapFailed(data, r))
 		checkError(t, "mapIncomplete", mapIncomplete(data, r))
-		if resp, err := completedResponse(data); err == nil && !json.Valid(resp) {
-			t.Fatalf("completedResponse(%q) = %q, not JSON", data, resp)
+		if resp, ok := schemas.CompletedResponse(data); ok && !json.Valid(resp) {
+			t.Fatalf("CompletedResponse(%q) = %q, not JSON", data, resp)
 		}
 
 		if d := parseRetryAfter(retryAfter, now); d < 0 || d > fuzzMaxRetryAfter {

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/codexpool/codexpool/queue"
+	"github.com/codexpool/codexpool/queue/client"
 	"github.com/codexpool/codexpool/worker"
 	"github.com/codexpool/codexpool/worker/codextest"
 	"github.com/codexpool/codexpool/worker/metrics"
@@ -29,7 +30,7 @@ const waitTimeout = 20 * time.Second
 // pool is one worker wired as `codexpool worker` wires it, with metrics on a free port.
 type pool struct {
 	svc    *queue.Service
-	client *queue.Client
+	client *client.Client
 	base   string // http://host:port of the metrics server
 }
 
@@ -88,7 +89,7 @@ func newPool(t *testing.T) *pool {
 		t.Fatal(err)
 	}
 	t.Cleanup(cnc.Close)
-	p.client = queue.NewClient(cnc, queue.ClientOptions{RetryBusy: -1, Timeout: waitTimeout})
+	p.client = client.New(cnc, client.Options{RetryBusy: -1, Timeout: waitTimeout})
 	return p
 }
 

@@ -1,4 +1,4 @@
-package queue_test
+package client_test
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"log"
 
 	"github.com/codexpool/codexpool/queue"
+	"github.com/codexpool/codexpool/queue/client"
 	"github.com/codexpool/codexpool/schemas"
 )
 
@@ -44,7 +45,7 @@ func ExampleClient() {
 	}
 	defer func() { _ = svc.Shutdown(ctx) }()
 
-	c := queue.NewClient(nc, queue.ClientOptions{})
+	c := client.New(nc, client.Options{})
 	r, err := c.Generate(ctx, []byte(`{"input":"Say hello"}`), nil)
 	if err != nil {
 		log.Fatal(err)

@@ -1,11 +1,19 @@
-package queue
+// Package client is the Go client of a codexpool pool: it sends generation requests over NATS
+// and reads the one-shot or streamed replies. It links nats.go and nothing of the worker side
+// (no NATS server, no JSON Schema compiler).
+//
+// Call [New] with a connected *nats.Conn, then [Client.Generate] for a one-shot reply or
+// [Client.Stream] for the events as they arrive. Errors the pool answers with are
+// *schemas.Error values (status, code, retry time); a pool with no worker subscribed gives an
+// error wrapping nats.ErrNoResponders.
+package client
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -17,7 +25,7 @@ import (
 	"github.com/codexpool/codexpool/schemas"
 )
 
-// Client defaults.
+// Defaults of Options.
 const (
 	DefaultClientTimeout = 10 * time.Minute
 	DefaultRetryBusy     = 3
@@ -25,8 +33,8 @@ const (
 	busyBackoffMax       = 2 * time.Second
 )
 
-// ClientOptions configures a Client. The zero value of every field is its documented default.
-type ClientOptions struct {
+// Options configures a Client. The zero value of every field is its documented default.
+type Options struct {
 	Subject string        // request subject; default "codex.generate"
 	Timeout time.Duration // per request when ctx has no deadline; default 10m
 	// RetryBusy is how often a request answered 429 worker_busy is sent again, after a jittered
@@ -37,7 +45,7 @@ type ClientOptions struct {
 // Client sends generation requests to the pool. It is safe for concurrent use.
 type Client struct {
 	nc   *nats.Conn
-	opts ClientOptions
+	opts Options
 }
 
 // Reply is a successful generation.
@@ -48,10 +56,10 @@ type Reply struct {
 	Worker     string          // Codex-Worker: the worker that answered
 }
 
-// NewClient returns a Client that sends requests over nc.
-func NewClient(nc *nats.Conn, opts ClientOptions) *Client {
+// New returns a Client that sends requests over nc.
+func New(nc *nats.Conn, opts Options) *Client {
 	if opts.Subject == "" {
-		opts.Subject = DefaultSubject
+		opts.Subject = schemas.DefaultSubject
 	}
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultClientTimeout
@@ -170,16 +178,10 @@ func (c *Client) streamOnce(ctx context.Context, body []byte, hdr nats.Header, f
 			r.RequestID = msg.Header.Get(schemas.HeaderRequestID)
 			r.Worker = msg.Header.Get(schemas.HeaderWorker)
 		}
-		// Only the completed event needs decoding; skip the JSON work for the deltas.
-		var ev struct {
-			Type     string          `json:"type"`
-			Response json.RawMessage `json:"response"`
-		}
-		if bytes.Contains(msg.Data, completedType) && json.Unmarshal(msg.Data, &ev) == nil &&
-			ev.Type == "response.completed" && len(ev.Response) > 0 {
-			resp, err := schemas.WithOutputText(ev.Response)
+		if raw, ok := schemas.CompletedResponse(msg.Data); ok {
+			resp, err := schemas.WithOutputText(raw)
 			if err != nil {
-				resp = ev.Response
+				resp = raw
 			}
 			r.Response = resp
 			r.OutputText = outputText(resp)
@@ -189,8 +191,6 @@ func (c *Client) streamOnce(ctx context.Context, body []byte, hdr nats.Header, f
 		}
 	}
 }
-
-var completedType = []byte(`"response.completed"`)
 
 // withTimeout applies the client's Timeout when ctx has no deadline.
 func (c *Client) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
@@ -317,4 +317,12 @@ func (q *msgQueue) pop(ctx context.Context) (*nats.Msg, error) {
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// cloneHeader returns a copy of h that Set can change without touching h.
+func cloneHeader(h nats.Header) nats.Header {
+	if c := maps.Clone(h); c != nil {
+		return c
+	}
+	return nats.Header{}
 }
