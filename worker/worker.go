@@ -16,7 +16,6 @@ import (
 	"github.com/codexpool/codexpool/gate"
 	"github.com/codexpool/codexpool/schemas"
 	"github.com/codexpool/codexpool/worker/codex"
-	"github.com/codexpool/codexpool/worker/metrics"
 )
 
 // Worker runs generations against one Codex origin. Safe for concurrent use.
@@ -26,7 +25,7 @@ type Worker struct {
 	log   *slog.Logger
 	gate  *gate.Gate
 	codex *codex.Client
-	met   *metrics.Metrics
+	obs   Observer
 
 	// lastSpacing is the gate spacing (ns) the last debug gate line reported, to log changes.
 	lastSpacing atomic.Int64
@@ -36,8 +35,26 @@ type Worker struct {
 type Options struct {
 	Logger  *slog.Logger // nil = discard
 	Version string       // sent upstream as the client version
-	// Metrics receives every generation's latency, time to first event and gate wait; nil = none.
-	Metrics *metrics.Metrics
+	// Observer receives every generation's latency, time to first event and gate wait; nil = none.
+	Observer Observer
+}
+
+// Generation is what a worker observes about one generation, for metrics.
+type Generation struct {
+	OK       bool          // answered successfully
+	Duration time.Duration // from the start of Generate to its end
+	// FirstEvent is the time to the first upstream event; 0 when none arrived.
+	FirstEvent time.Duration
+	// Dialed is true when the generation opened a socket through the gate (not a pooled one);
+	// GateWait is then the time it spent waiting in the gate and any 403 cooldown.
+	Dialed   bool
+	GateWait time.Duration
+}
+
+// Observer receives one Generation per finished generation (metrics.Metrics is one). It is called
+// on the generation's goroutine and must not block.
+type Observer interface {
+	ObserveGeneration(Generation)
 }
 
 // New returns a Worker for cfg. It resolves the Codex credentials (token, else the auth file)
@@ -77,7 +94,7 @@ func New(cfg Config, opts Options) (*Worker, error) {
 	id := cfg.ID()
 	log.Info("worker ready", "worker", id, "origin", cfg.CodexURL, "credentials", creds.Source,
 		"gate", mode, "floor_ms", cfg.WSConnectSpacingMS, "reuse", cfg.WSReuse, "model", cfg.Model)
-	return &Worker{cfg: cfg, id: id, log: log, gate: g, codex: cc, met: opts.Metrics}, nil
+	return &Worker{cfg: cfg, id: id, log: log, gate: g, codex: cc, obs: opts.Observer}, nil
 }
 
 // ID returns the worker's id.
@@ -112,11 +129,13 @@ func (w *Worker) Generate(ctx context.Context, req *schemas.Request, emit func(e
 		}
 	}
 	d := time.Since(start)
-	g := metrics.Generation{OK: err == nil, Duration: d, FirstEvent: firstEvent}
-	if res != nil && res.Attempts > 0 {
-		g.Dialed, g.GateWait = true, res.GateWait
+	if w.obs != nil {
+		g := Generation{OK: err == nil, Duration: d, FirstEvent: firstEvent}
+		if res != nil && res.Attempts > 0 {
+			g.Dialed, g.GateWait = true, res.GateWait
+		}
+		w.obs.ObserveGeneration(g)
 	}
-	w.met.Observe(g)
 	w.logResult(ctx, req, res, err, d, firstEvent)
 	w.logGate(ctx, req, res)
 	return out, err

@@ -12,7 +12,7 @@ import (
 
 	"github.com/codexpool/codexpool/queue"
 	"github.com/codexpool/codexpool/worker"
-	"github.com/codexpool/codexpool/worker/metrics"
+	"github.com/codexpool/codexpool/metrics"
 )
 
 const workerTrailer = `A worker joins the queue group on the request subject and runs each request it gets as a
@@ -53,7 +53,7 @@ func runWorker(ctx context.Context, e env, args []string) error {
 	if cfg.MetricsAddr != "" {
 		met = metrics.New(cfg.ID(), getVersion())
 	}
-	w, err := worker.New(cfg, worker.Options{Logger: log, Version: getVersion(), Metrics: met})
+	w, err := worker.New(cfg, worker.Options{Logger: log, Version: getVersion(), Observer: met})
 	if err != nil {
 		return err
 	}

@@ -1,8 +1,9 @@
 // Package metrics exposes one worker process to Prometheus and to orchestrators: /metrics,
 // /healthz (the process is up) and /readyz (connected to NATS, subscribed and not draining).
 //
-// Call New, pass the Metrics to worker.New (worker.Options.Metrics) so every generation is
-// observed, call SetSources once the NATS service runs, and Start to serve it on an address.
+// Call New, pass the Metrics to worker.New as its Observer (worker.Options.Observer) so every
+// generation is observed, call SetSources once the NATS service runs, and Start to serve it on an
+// address.
 //
 // Most series are read at scrape time from the snapshots the pool already keeps (queue.Service
 // Stats, the Codex client's Stats, the gate's Snapshot, the NATS connection's statistics), so they
@@ -13,8 +14,6 @@ package metrics
 import (
 	"net/http"
 	"sync/atomic"
-	"time"
-
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/codexpool/codexpool/gate"
 	"github.com/codexpool/codexpool/queue"
+	"github.com/codexpool/codexpool/worker"
 	"github.com/codexpool/codexpool/worker/codex"
 )
 
@@ -33,22 +33,16 @@ type Sources struct {
 	Service  func() queue.Stats
 	Upstream func() codex.Stats
 	Gate     func() gate.Snapshot
-	NATS     *nats.Conn
+	NATS     NATSConn
 	// Ready reports whether the worker takes requests: connected, subscribed, not draining.
 	// Nil means not ready.
 	Ready func() bool
 }
 
-// Generation is what a worker observes about one generation.
-type Generation struct {
-	OK       bool          // answered successfully
-	Duration time.Duration // from the start of Generate to its end
-	// FirstEvent is the time to the first upstream event; 0 when none arrived.
-	FirstEvent time.Duration
-	// Dialed is true when the generation opened a socket through the gate (not a pooled one);
-	// GateWait is then the time it spent waiting in the gate and any 403 cooldown.
-	Dialed   bool
-	GateWait time.Duration
+// NATSConn is what the collector reads of the worker's NATS connection; *nats.Conn has it.
+type NATSConn interface {
+	Stats() nats.Statistics
+	IsConnected() bool
 }
 
 // Metrics is a worker's private Prometheus registry and health state. Safe for concurrent use;
@@ -107,8 +101,8 @@ func (m *Metrics) sources() Sources {
 	return Sources{}
 }
 
-// Observe records one generation.
-func (m *Metrics) Observe(g Generation) {
+// ObserveGeneration records one generation; it makes *Metrics a worker.Observer.
+func (m *Metrics) ObserveGeneration(g worker.Generation) {
 	if m == nil {
 		return
 	}

@@ -18,7 +18,7 @@ import (
 	"github.com/codexpool/codexpool/queue/client"
 	"github.com/codexpool/codexpool/worker"
 	"github.com/codexpool/codexpool/worker/codextest"
-	"github.com/codexpool/codexpool/worker/metrics"
+	"github.com/codexpool/codexpool/metrics"
 )
 
 func TestMain(m *testing.M) {
@@ -47,7 +47,7 @@ func newPool(t *testing.T) *pool {
 	cfg := worker.DefaultConfig()
 	cfg.CodexURL, cfg.CodexToken, cfg.WorkerID = sim.URL, "tok", "w-metrics"
 	m := metrics.New(cfg.WorkerID, "test")
-	w, err := worker.New(cfg, worker.Options{Metrics: m})
+	w, err := worker.New(cfg, worker.Options{Observer: m})
 	if err != nil {
 		t.Fatal(err)
 	}
