@@ -33,7 +33,7 @@ func newSnapshots(m *Metrics, worker, version string) *snapshots {
 		busy:        d("busy_total", "Requests answered 429 worker_busy after the hop limit."),
 		noReply:     d("no_reply_total", "Requests without a reply subject, dropped."),
 		inflight:    d("inflight", "Generations running now."),
-		maxInflight: d("max_inflight", "The configured cap on generations run at once (CODEXPOOL_MAX_INFLIGHT)."),
+		maxInflight: d("max_inflight", "The configured cap on generations run at once."),
 		draining:    d("draining", "1 once shutdown has begun."),
 
 		gateSpacing: d("gate_spacing_seconds", "The connect gate's current spacing between new upstream connections."),

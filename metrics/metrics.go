@@ -12,12 +12,12 @@
 package metrics
 
 import (
-	"net/http"
-	"sync/atomic"
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"net/http"
+	"sync/atomic"
 
 	"github.com/codexpool/codexpool/gate"
 	"github.com/codexpool/codexpool/queue"

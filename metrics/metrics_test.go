@@ -14,11 +14,11 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.uber.org/goleak"
 
+	"github.com/codexpool/codexpool/metrics"
 	"github.com/codexpool/codexpool/queue"
 	"github.com/codexpool/codexpool/queue/client"
 	"github.com/codexpool/codexpool/worker"
 	"github.com/codexpool/codexpool/worker/codextest"
-	"github.com/codexpool/codexpool/metrics"
 )
 
 func TestMain(m *testing.M) {
@@ -44,9 +44,8 @@ func newPool(t *testing.T) *pool {
 	sim := codextest.NewServer(codextest.Options{Token: "tok", Latency: 20 * time.Millisecond})
 	t.Cleanup(sim.Close)
 
-	cfg := worker.DefaultConfig()
-	cfg.CodexURL, cfg.CodexToken, cfg.WorkerID = sim.URL, "tok", "w-metrics"
-	m := metrics.New(cfg.WorkerID, "test")
+	cfg := worker.Config{ID: "w-metrics", URL: sim.URL, Token: "tok", MaxIdleSockets: 256}
+	m := metrics.New(cfg.ID, "test")
 	w, err := worker.New(cfg, worker.Options{Observer: m})
 	if err != nil {
 		t.Fatal(err)
@@ -73,7 +72,7 @@ func newPool(t *testing.T) *pool {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	svc, err := queue.NewService(nc, queue.Config{WorkerID: cfg.WorkerID, StatsData: w.StatsData}, w)
+	svc, err := queue.NewService(nc, queue.Config{WorkerID: cfg.ID, StatsData: w.StatsData}, w)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -120,7 +120,7 @@ func (s Security) Options() ([]nats.Option, error) {
 // checks the client certificate after the client's handshake is done, and just closes.
 func tlsHint(err error) string {
 	if errors.Is(err, nats.ErrTLS) && strings.Contains(err.Error(), "closed by remote") {
-		return " (the server probably refused the client certificate, or none was given: check CODEXPOOL_NATS_TLS_CERT/KEY)"
+		return " (the server probably refused the client certificate, or none was given: check the client certificate and key settings)"
 	}
 	return ""
 }

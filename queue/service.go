@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
@@ -46,7 +45,7 @@ type Generator interface {
 type Config struct {
 	Subject         string        // default "codex.generate"
 	QueueGroup      string        // default "codexpool"
-	WorkerID        string        // default generated; sent as Codex-Worker and in micro metadata
+	WorkerID        string        // default DefaultWorkerID(); sent as Codex-Worker and in micro metadata
 	Version         string        // micro service version (semver), default "0.1.0"
 	MaxInflight     int           // generations run at once; default 256
 	MaxRequestBytes int           // larger payloads get 413; default nc.MaxPayload()
@@ -55,6 +54,16 @@ type Config struct {
 	Logger          *slog.Logger  // default: discard
 	// StatsData returns extra fields (gate, pool, ...) merged into the endpoint's stats data.
 	StatsData func() map[string]any
+}
+
+// DefaultWorkerID returns the default worker id, "<hostname>-<pid>": stable for the process's
+// life and telling an operator which machine and process answered.
+func DefaultWorkerID() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "worker"
+	}
+	return fmt.Sprintf("%s-%d", host, os.Getpid())
 }
 
 // errShutdown is the cancellation cause of generations cut off by Shutdown.
@@ -116,11 +125,7 @@ func NewService(nc *nats.Conn, cfg Config, gen Generator) (*Service, error) {
 		cfg.QueueGroup = DefaultQueueGroup
 	}
 	if cfg.WorkerID == "" {
-		host, _ := os.Hostname()
-		if host == "" {
-			host = "worker"
-		}
-		cfg.WorkerID = host + "-" + uuid.NewString()[:8]
+		cfg.WorkerID = DefaultWorkerID()
 	}
 	if cfg.Version == "" {
 		cfg.Version = DefaultVersion

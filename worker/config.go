@@ -1,186 +1,31 @@
 package worker
 
 import (
-	"fmt"
-	"io"
-	"net"
-	"os"
-	"path/filepath"
-	"strings"
-	"text/tabwriter"
 	"time"
-
-	"github.com/kelseyhightower/envconfig"
 
 	"github.com/codexpool/codexpool/gate"
 )
 
-// EnvPrefix is the prefix of every setting's environment variable.
-const EnvPrefix = "CODEXPOOL"
+// DefaultModel is the model of requests that name none, when Config.Model is empty.
+const DefaultModel = "gpt-5.1-codex"
 
-// Config is a worker's configuration, read from CODEXPOOL_* environment variables by LoadConfig.
-// The field tags are the single source of the settings table that `codexpool worker --help`
-// prints and that README.md and docker-compose.yml are checked against.
+// Config configures a Worker. The zero value of every field is its documented default; a Worker
+// needs credentials: Token, or an AuthFile to read them from.
 type Config struct {
-	NATSURL          string `envconfig:"NATS_URL" desc:"NATS server URL(s), comma-separated; empty = start an embedded NATS server"`
-	EmbeddedNATSAddr string `envconfig:"EMBEDDED_NATS_ADDR" default:"127.0.0.1:4222" desc:"where the embedded NATS server listens, so clients and more workers can join"`
-	Subject          string `envconfig:"SUBJECT" default:"codex.generate" desc:"subject of generation requests"`
-	QueueGroup       string `envconfig:"QUEUE_GROUP" default:"codexpool" desc:"queue group every worker joins"`
-	WorkerID         string `envconfig:"WORKER_ID" desc:"this worker's id in replies, logs and stats; default <hostname>-<pid>"`
+	ID    string // the worker's id in logs; default "worker"
+	Model string // model used when a request names none; default DefaultModel
+	URL   string // the Codex origin, http(s) or ws(s); default codex.DefaultURL
 
-	// NATS authentication and TLS (one auth kind at most). Secret values are never logged.
-	NATSCreds    string `envconfig:"NATS_CREDS" desc:"NATS credentials file (user JWT + nkey seed)"`
-	NATSNKey     string `envconfig:"NATS_NKEY" desc:"NATS nkey seed file"`
-	NATSUser     string `envconfig:"NATS_USER" desc:"NATS user name (with CODEXPOOL_NATS_PASSWORD)"`
-	NATSPassword string `envconfig:"NATS_PASSWORD" desc:"NATS password"`
-	NATSToken    string `envconfig:"NATS_TOKEN" desc:"NATS authorization token"`
-	NATSTLSCA    string `envconfig:"NATS_TLS_CA" desc:"PEM file of the CA(s) that sign the NATS server's certificate; turns TLS on"`
-	NATSTLSCert  string `envconfig:"NATS_TLS_CERT" desc:"PEM client certificate for NATS (with CODEXPOOL_NATS_TLS_KEY)"`
-	NATSTLSKey   string `envconfig:"NATS_TLS_KEY" desc:"PEM key of the NATS client certificate"`
+	// Credentials: Token (with AccountID) wins; without it the Codex CLI login in AuthFile
+	// ("~" expanded) is read. Secret values never reach a log or an error.
+	Token     string
+	AccountID string
+	AuthFile  string
 
-	MetricsAddr string `envconfig:"METRICS_ADDR" desc:"where to serve Prometheus /metrics, /healthz and /readyz, e.g. 127.0.0.1:9464; empty = off"`
+	Gate    gate.Config // pacing of new upstream connections; the zero value is the adaptive gate
+	Policy  gate.Policy // the connect policy around the gate (403 cooldown, per-attempt timeout)
+	NoReuse bool        // open a socket per generation instead of pooling completed ones
 
-	CodexURL       string `envconfig:"CODEX_URL" default:"https://chatgpt.com/backend-api/codex/responses" desc:"Codex origin; http(s) and ws(s) accepted"`
-	CodexToken     string `envconfig:"CODEX_TOKEN" desc:"bearer token (API key or ChatGPT access token)"`
-	CodexAccountID string `envconfig:"CODEX_ACCOUNT_ID" desc:"sent as ChatGPT-Account-Id"`
-	CodexAuthFile  string `envconfig:"CODEX_AUTH_FILE" default:"~/.codex/auth.json" desc:"Codex CLI login, read when no token is set"`
-	Model          string `envconfig:"MODEL" default:"gpt-5.1-codex" desc:"model used when a request names none"`
-
-	WSConnectSpacingMS  int    `envconfig:"WS_CONNECT_SPACING_MS" default:"0" desc:"the gate's floor in ms: spacing is never relaxed below it"`
-	Gate                string `envconfig:"GATE" default:"adaptive" desc:"connect gate: adaptive (congestion control), reference (the reference proxy's rules), fixed (spacing = floor), off (no pacing)"`
-	ForbiddenCooldownMS int    `envconfig:"FORBIDDEN_COOLDOWN_MS" default:"3000" desc:"reference, fixed and off gates: wait in ms before the one retry after a 403 (adaptive paces 403 retries through the gate until the request's deadline)"`
-	WSReuse             bool   `envconfig:"WS_REUSE" default:"true" desc:"keep completed sockets for the next request"`
-
-	MaxInflight     int           `envconfig:"MAX_INFLIGHT" default:"256" desc:"generations this worker runs at once; excess goes to other workers or gets worker_busy"`
-	MaxRequestBytes int           `envconfig:"MAX_REQUEST_BYTES" default:"0" desc:"largest request payload; 0 = the NATS server's max payload"`
-	RequestTimeout  time.Duration `envconfig:"REQUEST_TIMEOUT" default:"10m" desc:"longest a request may take"`
-	ConnectTimeout  time.Duration `envconfig:"CONNECT_TIMEOUT" default:"15s" desc:"one upgrade attempt"`
-	IdleTimeout     time.Duration `envconfig:"IDLE_TIMEOUT" default:"5m" desc:"longest gap between upstream events (and before the first)"`
-	ShutdownGrace   time.Duration `envconfig:"SHUTDOWN_GRACE" default:"30s" desc:"on SIGTERM: stop taking work, finish in-flight within this"`
-
-	LogLevel  string `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
-	LogFormat string `envconfig:"LOG_FORMAT" default:"auto" desc:"auto (colour text on a terminal, JSON otherwise), text or json"`
-}
-
-// LoadConfig reads the CODEXPOOL_* environment into a Config with the documented defaults and
-// checks it. Errors name the variable at fault.
-func LoadConfig() (Config, error) {
-	var c Config
-	if err := envconfig.Process(EnvPrefix, &c); err != nil {
-		return c, fmt.Errorf("worker: %w", err)
-	}
-	return c, c.Validate()
-}
-
-// DefaultConfig returns the documented defaults, ignoring the environment.
-func DefaultConfig() Config {
-	c := Config{
-		EmbeddedNATSAddr: "127.0.0.1:4222", Subject: "codex.generate", QueueGroup: "codexpool",
-		CodexURL: "https://chatgpt.com/backend-api/codex/responses", CodexAuthFile: "~/.codex/auth.json",
-		Model: "gpt-5.1-codex", Gate: "adaptive", ForbiddenCooldownMS: 3000, WSReuse: true,
-		MaxInflight: 256, RequestTimeout: 10 * time.Minute, ConnectTimeout: 15 * time.Second,
-		IdleTimeout: 5 * time.Minute, ShutdownGrace: 30 * time.Second, LogLevel: "info", LogFormat: "auto",
-	}
-	return c
-}
-
-// Validate checks values a type cannot: ranges and enumerations.
-func (c Config) Validate() error {
-	bad := func(name, format string, args ...any) error {
-		return fmt.Errorf("worker: %s_%s: %s", EnvPrefix, name, fmt.Sprintf(format, args...))
-	}
-	switch {
-	case c.Subject == "" || strings.ContainsAny(c.Subject, " \t\r\n"):
-		return bad("SUBJECT", "must be a NATS subject, got %q", c.Subject)
-	case c.QueueGroup == "" || strings.ContainsAny(c.QueueGroup, " \t\r\n"):
-		return bad("QUEUE_GROUP", "must be a non-empty name without spaces, got %q", c.QueueGroup)
-	case c.MaxInflight < 1:
-		return bad("MAX_INFLIGHT", "must be at least 1, got %d", c.MaxInflight)
-	case c.MaxRequestBytes < 0:
-		return bad("MAX_REQUEST_BYTES", "must be >= 0, got %d", c.MaxRequestBytes)
-	case c.WSConnectSpacingMS < 0:
-		return bad("WS_CONNECT_SPACING_MS", "must be >= 0, got %d", c.WSConnectSpacingMS)
-	case c.ForbiddenCooldownMS < 0:
-		return bad("FORBIDDEN_COOLDOWN_MS", "must be >= 0, got %d", c.ForbiddenCooldownMS)
-	case c.RequestTimeout <= 0:
-		return bad("REQUEST_TIMEOUT", "must be positive, got %s", c.RequestTimeout)
-	case c.ConnectTimeout <= 0:
-		return bad("CONNECT_TIMEOUT", "must be positive, got %s", c.ConnectTimeout)
-	case c.IdleTimeout <= 0:
-		return bad("IDLE_TIMEOUT", "must be positive, got %s", c.IdleTimeout)
-	case c.ShutdownGrace < 0:
-		return bad("SHUTDOWN_GRACE", "must be >= 0, got %s", c.ShutdownGrace)
-	case c.Model == "":
-		return bad("MODEL", "must not be empty")
-	}
-	if c.MetricsAddr != "" {
-		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
-			return bad("METRICS_ADDR", "must be host:port, e.g. 127.0.0.1:9464, got %q", c.MetricsAddr)
-		}
-	}
-	if _, err := c.GateMode(); err != nil {
-		return err
-	}
-	if _, err := ParseLevel(c.LogLevel); err != nil {
-		return bad("LOG_LEVEL", "%v", err)
-	}
-	switch c.LogFormat {
-	case "auto", "text", "json":
-	default:
-		return bad("LOG_FORMAT", "must be auto, text or json, got %q", c.LogFormat)
-	}
-	return nil
-}
-
-// GateMode returns the gate mode of c.Gate.
-func (c Config) GateMode() (gate.Mode, error) {
-	m, err := gate.ParseMode(c.Gate)
-	if err != nil {
-		return "", fmt.Errorf("worker: %s_GATE: %w", EnvPrefix, err)
-	}
-	return m, nil
-}
-
-// ID returns WorkerID, or <hostname>-<pid> when it is empty.
-func (c Config) ID() string {
-	if c.WorkerID != "" {
-		return c.WorkerID
-	}
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		host = "worker"
-	}
-	return fmt.Sprintf("%s-%d", host, os.Getpid())
-}
-
-// AuthFilePath returns CodexAuthFile with a leading "~" expanded.
-func (c Config) AuthFilePath() string {
-	p := c.CodexAuthFile
-	if p == "~" || strings.HasPrefix(p, "~/") {
-		if home, err := os.UserHomeDir(); err == nil {
-			return filepath.Join(home, strings.TrimPrefix(p[1:], "/"))
-		}
-	}
-	return p
-}
-
-// PrintUsage writes the settings table (variable, default, meaning) to w.
-func PrintUsage(w io.Writer) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "VARIABLE\tDEFAULT\tMEANING")
-	const format = `{{range .}}{{usage_key .}}	{{usage_default .}}	{{usage_description .}}
-{{end}}`
-	if err := envconfig.Usagef(EnvPrefix, &Config{}, tw, format); err != nil {
-		return fmt.Errorf("worker: usage: %w", err)
-	}
-	return tw.Flush()
-}
-
-// SettingNames returns every CODEXPOOL_* variable name a worker reads.
-func SettingNames() []string {
-	var b strings.Builder
-	const format = `{{range .}}{{usage_key .}}
-{{end}}`
-	_ = envconfig.Usagef(EnvPrefix, &Config{}, &b, format)
-	return strings.Fields(b.String())
+	MaxIdleSockets int           // idle pooled sockets kept; default codex.DefaultMaxIdle
+	IdleTimeout    time.Duration // longest wait for an upstream event; default codex.DefaultIdleTimeout
 }

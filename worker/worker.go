@@ -1,8 +1,9 @@
 // Package worker runs generations: a validated request goes through the connect gate to a Codex
 // socket (pooled or new) and comes back as a one-shot response or a stream of events.
 //
-// Call LoadConfig, then New; the Worker is the queue.Generator the NATS service plugs in.
-// The Worker knows nothing of NATS: queue owns subjects, replies and in-flight limits.
+// Call New with a Config; the Worker's Generate method is what the NATS service (package queue)
+// calls for every request. The Worker knows nothing of NATS: queue owns subjects, replies and
+// in-flight limits.
 package worker
 
 import (
@@ -31,7 +32,7 @@ type Worker struct {
 	lastSpacing atomic.Int64
 }
 
-// Options are the dependencies of a Worker that do not come from the environment.
+// Options are the dependencies of a Worker.
 type Options struct {
 	Logger  *slog.Logger // nil = discard
 	Version string       // sent upstream as the client version
@@ -57,33 +58,39 @@ type Observer interface {
 	ObserveGeneration(Generation)
 }
 
-// New returns a Worker for cfg. It resolves the Codex credentials (token, else the auth file)
-// and fails with a clear message, never containing a secret, when there are none.
+// New returns a Worker for cfg. It resolves the Codex credentials (Token, else AuthFile) and
+// fails with a clear message, never containing a secret, when there are none; a gate.Config with
+// an unknown Mode is an error too.
 func New(cfg Config, opts Options) (*Worker, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, err
+	if cfg.ID == "" {
+		cfg.ID = "worker"
+	}
+	if cfg.Model == "" {
+		cfg.Model = DefaultModel
+	}
+	if cfg.URL == "" {
+		cfg.URL = codex.DefaultURL
+	}
+	if _, err := gate.ParseMode(string(cfg.Gate.Mode)); err != nil {
+		return nil, fmt.Errorf("worker: %w", err)
 	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	creds, err := codex.ResolveCredentials(cfg.CodexToken, cfg.CodexAccountID, cfg.AuthFilePath())
+	creds, err := codex.ResolveCredentials(cfg.Token, cfg.AccountID, cfg.AuthFile)
 	if err != nil {
 		return nil, fmt.Errorf("worker: %w", err)
 	}
-	mode, _ := cfg.GateMode()
-	g := gate.New(gate.Config{Mode: mode, Floor: time.Duration(cfg.WSConnectSpacingMS) * time.Millisecond})
+	g := gate.New(cfg.Gate)
 	cc, err := codex.New(codex.Config{
-		URL:       cfg.CodexURL,
-		Token:     creds.Token,
-		AccountID: creds.AccountID,
-		Gate:      g,
-		Policy: gate.Policy{
-			ForbiddenCooldown: time.Duration(cfg.ForbiddenCooldownMS) * time.Millisecond,
-			ConnectTimeout:    cfg.ConnectTimeout,
-		},
-		NoReuse:     !cfg.WSReuse,
-		MaxIdle:     cfg.MaxInflight,
+		URL:         cfg.URL,
+		Token:       creds.Token,
+		AccountID:   creds.AccountID,
+		Gate:        g,
+		Policy:      cfg.Policy,
+		NoReuse:     cfg.NoReuse,
+		MaxIdle:     cfg.MaxIdleSockets,
 		IdleTimeout: cfg.IdleTimeout,
 		Version:     opts.Version,
 		Logger:      log,
@@ -91,10 +98,9 @@ func New(cfg Config, opts Options) (*Worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("worker: %w", err)
 	}
-	id := cfg.ID()
-	log.Info("worker ready", "worker", id, "origin", cfg.CodexURL, "credentials", creds.Source,
-		"gate", mode, "floor_ms", cfg.WSConnectSpacingMS, "reuse", cfg.WSReuse, "model", cfg.Model)
-	return &Worker{cfg: cfg, id: id, log: log, gate: g, codex: cc, obs: opts.Observer}, nil
+	log.Info("worker ready", "worker", cfg.ID, "origin", cfg.URL, "credentials", creds.Source,
+		"gate", g.Snapshot().Mode, "floor", cfg.Gate.Floor, "reuse", !cfg.NoReuse, "model", cfg.Model)
+	return &Worker{cfg: cfg, id: cfg.ID, log: log, gate: g, codex: cc, obs: opts.Observer}, nil
 }
 
 // ID returns the worker's id.

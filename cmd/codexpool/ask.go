@@ -11,7 +11,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/codexpool/codexpool/queue"
 	"github.com/codexpool/codexpool/queue/client"
 	"github.com/codexpool/codexpool/schemas"
 )
@@ -28,8 +27,8 @@ func runAsk(ctx context.Context, e env, args []string) error {
 	stream := fs.Bool("stream", false, "print the answer as it arrives")
 	model := fs.String("model", "", "model (default: the worker's CODEXPOOL_MODEL)")
 	instructions := fs.String("instructions", "", "system instructions")
-	natsURL := fs.String("nats", envOr(e, "CODEXPOOL_NATS_URL", nats.DefaultURL), "NATS server URL (default $CODEXPOOL_NATS_URL)")
-	subject := fs.String("subject", envOr(e, "CODEXPOOL_SUBJECT", "codex.generate"), "request subject")
+	natsURL := fs.String("nats", "", "NATS server URL (default $CODEXPOOL_NATS_URL, else "+nats.DefaultURL+")")
+	subject := fs.String("subject", "", "request subject (default $CODEXPOOL_SUBJECT, else codex.generate)")
 	timeout := fs.Duration("timeout", 10*time.Minute, "give up after this long (sent as Codex-Timeout)")
 	asJSON := fs.Bool("json", false, "print the whole reply (one-shot) or every event (stream) as JSON")
 	if err := fs.parse(e, args); err != nil {
@@ -66,25 +65,23 @@ func runAsk(ctx context.Context, e env, args []string) error {
 	req, _ := json.Marshal(body)
 
 	// The same CODEXPOOL_NATS_* authentication and TLS settings as a worker.
-	secOpts, err := queue.Security{
-		CredsFile: e.getenv("CODEXPOOL_NATS_CREDS"), NKeyFile: e.getenv("CODEXPOOL_NATS_NKEY"),
-		User: e.getenv("CODEXPOOL_NATS_USER"), Password: e.getenv("CODEXPOOL_NATS_PASSWORD"),
-		Token: e.getenv("CODEXPOOL_NATS_TOKEN"), TLSCA: e.getenv("CODEXPOOL_NATS_TLS_CA"),
-		TLSCert: e.getenv("CODEXPOOL_NATS_TLS_CERT"), TLSKey: e.getenv("CODEXPOOL_NATS_TLS_KEY"),
-	}.Options()
+	pool, err := loadPoolConfig("ask")
+	if err != nil {
+		return err
+	}
+	if *subject != "" {
+		pool.Subject = *subject
+	}
+	nc, err := pool.dial("codexpool ask", *natsURL)
 	if err != nil {
 		return fmt.Errorf("ask: %w", err)
-	}
-	nc, err := nats.Connect(*natsURL, append(secOpts, nats.Name("codexpool ask"), nats.Timeout(5*time.Second))...)
-	if err != nil {
-		return fmt.Errorf("ask: connect to NATS at %s: %w", queue.RedactURL(*natsURL), err)
 	}
 	defer nc.Close()
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	hdr := nats.Header{}
 	hdr.Set(schemas.HeaderTimeout, timeout.String())
-	cl := client.New(nc, client.Options{Subject: *subject})
+	cl := client.New(nc, client.Options{Subject: pool.Subject})
 
 	if *stream {
 		wrote := false
@@ -93,10 +90,7 @@ func runAsk(ctx context.Context, e env, args []string) error {
 				_, err := fmt.Fprintf(e.stdout, "%s\n", ev)
 				return err
 			}
-			var d struct {
-				Type  string `json:"type"`
-				Delta string `json:"delta"`
-			}
+			var d schemas.Event
 			if json.Unmarshal(ev, &d) == nil && d.Type == "response.output_text.delta" {
 				wrote = true
 				_, err := io.WriteString(e.stdout, d.Delta)
@@ -139,11 +133,4 @@ func askError(err error) error {
 		return exitError{code: 1, msg: "ask: timed out waiting for the answer"}
 	}
 	return exitError{code: 1, msg: "ask: " + err.Error()}
-}
-
-func envOr(e env, key, def string) string {
-	if v := e.getenv(key); v != "" {
-		return v
-	}
-	return def
 }

@@ -223,10 +223,7 @@ func benchOne(ctx context.Context, cl *client.Client, prompt string, words int, 
 	if stream {
 		var text strings.Builder
 		_, err := cl.Stream(ctx, body, nil, func(ev []byte) error {
-			var d struct {
-				Type  string `json:"type"`
-				Delta string `json:"delta"`
-			}
+			var d schemas.Event
 			if err := json.Unmarshal(ev, &d); err != nil {
 				return err
 			}

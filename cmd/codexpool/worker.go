@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -10,9 +11,10 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
+	"github.com/codexpool/codexpool/metrics"
 	"github.com/codexpool/codexpool/queue"
 	"github.com/codexpool/codexpool/worker"
-	"github.com/codexpool/codexpool/metrics"
+	"github.com/codexpool/codexpool/worker/codex"
 )
 
 const workerTrailer = `A worker joins the queue group on the request subject and runs each request it gets as a
@@ -25,7 +27,7 @@ Environment (CODEXPOOL_*):
 
 func runWorker(ctx context.Context, e env, args []string) error {
 	var usageTable bytes.Buffer
-	if err := worker.PrintUsage(&usageTable); err != nil {
+	if err := printSettings(&usageTable, &workerConfig{}); err != nil {
 		return err
 	}
 	fs := newFlags(e, "worker", "worker [--help]", workerTrailer+usageTable.String())
@@ -36,24 +38,29 @@ func runWorker(ctx context.Context, e env, args []string) error {
 		fs.printUsage(e.stderr)
 		return exitError{code: 2, msg: fmt.Sprintf("worker takes no arguments, got %q (configure it with CODEXPOOL_* variables)", fs.Args())}
 	}
-	cfg, err := worker.LoadConfig()
+	cfg, err := loadWorkerConfig()
 	if err != nil {
 		return err
 	}
-	log, err := worker.NewLogger(e.stderr, cfg.LogLevel, cfg.LogFormat)
+	log, err := newLogger(e.stderr, cfg.LogLevel, cfg.LogFormat)
 	if err != nil {
 		return err
 	}
-	sec := natsSecurity(cfg)
+	sec := cfg.security()
 	natsOpts, err := sec.Options()
 	if err != nil {
 		return err
 	}
 	var met *metrics.Metrics
+	var obs worker.Observer
 	if cfg.MetricsAddr != "" {
-		met = metrics.New(cfg.ID(), getVersion())
+		met = metrics.New(cfg.id(), getVersion())
+		obs = met
 	}
-	w, err := worker.New(cfg, worker.Options{Logger: log, Version: getVersion(), Observer: met})
+	w, err := worker.New(cfg.worker(), worker.Options{Logger: log, Version: getVersion(), Observer: obs})
+	if errors.Is(err, codex.ErrNoCredentials) {
+		return fmt.Errorf("%w (set CODEXPOOL_CODEX_TOKEN, or CODEXPOOL_CODEX_AUTH_FILE to a Codex CLI login)", err)
+	}
 	if err != nil {
 		return err
 	}
@@ -97,17 +104,9 @@ func runWorker(ctx context.Context, e env, args []string) error {
 	}
 	defer nc.Close()
 
-	svc, err := queue.NewService(nc, queue.Config{
-		Subject:         cfg.Subject,
-		QueueGroup:      cfg.QueueGroup,
-		WorkerID:        w.ID(),
-		Version:         serviceVersion(),
-		MaxInflight:     cfg.MaxInflight,
-		MaxRequestBytes: cfg.MaxRequestBytes,
-		RequestTimeout:  cfg.RequestTimeout,
-		Logger:          log,
-		StatsData:       w.StatsData,
-	}, w)
+	qcfg := cfg.queue()
+	qcfg.Logger, qcfg.StatsData = log, w.StatsData
+	svc, err := queue.NewService(nc, qcfg, w)
 	if err != nil {
 		return err
 	}
@@ -147,14 +146,6 @@ func runWorker(ctx context.Context, e env, args []string) error {
 	}
 	log.Info("stopped", "worker", w.ID())
 	return nil
-}
-
-// natsSecurity maps the worker's CODEXPOOL_NATS_* settings to queue.Security.
-func natsSecurity(cfg worker.Config) queue.Security {
-	return queue.Security{
-		CredsFile: cfg.NATSCreds, NKeyFile: cfg.NATSNKey, User: cfg.NATSUser, Password: cfg.NATSPassword,
-		Token: cfg.NATSToken, TLSCA: cfg.NATSTLSCA, TLSCert: cfg.NATSTLSCert, TLSKey: cfg.NATSTLSKey,
-	}
 }
 
 // serviceVersion is the version as micro requires it: semantic, without a leading v.

@@ -57,8 +57,12 @@ func val(p *string) string {
 	return strings.TrimSpace(*p)
 }
 
-// ResolveCredentials returns the credentials to use. token and accountID are the values from the
-// environment (CODEXPOOL_CODEX_TOKEN, CODEXPOOL_CODEX_ACCOUNT_ID) and win when set. Without a token
+// ErrNoCredentials is wrapped by ResolveCredentials's error when neither a token nor a login file
+// gives credentials, so callers can say how their users configure them.
+var ErrNoCredentials = errors.New("codex: no credentials")
+
+// ResolveCredentials returns the credentials to use. token and accountID are given values (from
+// the caller's configuration) and win when set. Without a token
 // it reads authFile ("~" is expanded), the Codex CLI's auth.json: OPENAI_API_KEY, or
 // tokens.access_token with tokens.account_id or, failing that, the chatgpt_account_id claim of
 // tokens.id_token. null values count as absent and unknown fields are ignored. Errors never hold
@@ -69,7 +73,7 @@ func ResolveCredentials(token, accountID, authFile string) (Credentials, error) 
 		return Credentials{Token: token, AccountID: accountID, Source: "env"}, nil
 	}
 	if authFile == "" {
-		return Credentials{}, errors.New("codex: no credentials: set CODEXPOOL_CODEX_TOKEN or CODEXPOOL_CODEX_AUTH_FILE")
+		return Credentials{}, fmt.Errorf("%w: no token and no auth file given", ErrNoCredentials)
 	}
 	path, err := expandHome(authFile)
 	if err != nil {
@@ -78,7 +82,7 @@ func ResolveCredentials(token, accountID, authFile string) (Credentials, error) 
 	data, err := os.ReadFile(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return Credentials{}, fmt.Errorf("codex: no credentials: CODEXPOOL_CODEX_TOKEN is not set and %s does not exist (run `codex login`): %w", path, fs.ErrNotExist)
+			return Credentials{}, fmt.Errorf("%w: no token given and %s does not exist (run `codex login`): %w", ErrNoCredentials, path, fs.ErrNotExist)
 		}
 		return Credentials{}, fmt.Errorf("codex: read auth file: %w", err)
 	}
@@ -106,7 +110,7 @@ func ResolveCredentials(token, accountID, authFile string) (Credentials, error) 
 	case apiKey != "":
 		creds.Token = apiKey
 	default:
-		return Credentials{}, fmt.Errorf("codex: no credentials: %s has neither OPENAI_API_KEY nor tokens.access_token (run `codex login`)", path)
+		return Credentials{}, fmt.Errorf("%w: %s has neither OPENAI_API_KEY nor tokens.access_token (run `codex login`)", ErrNoCredentials, path)
 	}
 	return creds, nil
 }

@@ -108,8 +108,8 @@ func TestResolveCredentialsExpandsHome(t *testing.T) {
 
 func TestResolveCredentialsNothingConfigured(t *testing.T) {
 	_, err := ResolveCredentials("", "", "")
-	if err == nil || !strings.Contains(err.Error(), "CODEXPOOL_CODEX_TOKEN") {
-		t.Fatalf("got %v, want an error naming CODEXPOOL_CODEX_TOKEN", err)
+	if !errors.Is(err, ErrNoCredentials) {
+		t.Fatalf("got %v, want ErrNoCredentials", err)
 	}
 }
 

@@ -1,12 +1,10 @@
-package worker_test
+package main
 
 import (
 	"bytes"
 	"encoding/json"
 	"strings"
 	"testing"
-
-	"github.com/codexpool/codexpool/worker"
 )
 
 // TestNewLogger: off a terminal, auto and json write one JSON object per line, text writes
@@ -23,7 +21,7 @@ func TestNewLogger(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var b bytes.Buffer
-			log, err := worker.NewLogger(&b, tc.level, tc.format)
+			log, err := newLogger(&b, tc.level, tc.format)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -43,10 +41,10 @@ func TestNewLogger(t *testing.T) {
 			}
 		})
 	}
-	if _, err := worker.NewLogger(&bytes.Buffer{}, "loud", "json"); err == nil {
+	if _, err := newLogger(&bytes.Buffer{}, "loud", "json"); err == nil {
 		t.Error("level loud accepted")
 	}
-	if _, err := worker.NewLogger(&bytes.Buffer{}, "info", "xml"); err == nil {
+	if _, err := newLogger(&bytes.Buffer{}, "info", "xml"); err == nil {
 		t.Error("format xml accepted")
 	}
 }

@@ -1,4 +1,4 @@
-package worker_test
+package main
 
 import (
 	"os"
@@ -7,8 +7,6 @@ import (
 	"testing"
 
 	"go.yaml.in/yaml/v3"
-
-	"github.com/codexpool/codexpool/worker"
 )
 
 type composeFile struct {
@@ -24,7 +22,7 @@ type composeFile struct {
 // TestComposeFile checks docker-compose.yml: NATS with JetStream, a buildable worker that only
 // sets real settings, and the simulator behind an opt-in profile.
 func TestComposeFile(t *testing.T) {
-	raw, err := os.ReadFile("../docker-compose.yml")
+	raw, err := os.ReadFile("../../docker-compose.yml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +50,7 @@ func TestComposeFile(t *testing.T) {
 	if w.Environment["CODEXPOOL_NATS_URL"] == "" {
 		t.Error("worker does not set CODEXPOOL_NATS_URL, so each replica would embed its own NATS server")
 	}
-	known := worker.SettingNames()
+	known := settingNames(&workerConfig{})
 	for _, name := range []string{"worker", "sim", "nats"} {
 		for k := range cf.Services[name].Environment {
 			if strings.HasPrefix(k, "CODEXPOOL_") && !slices.Contains(known, k) {
@@ -74,11 +72,11 @@ func TestComposeFile(t *testing.T) {
 
 // TestReadmeListsEverySetting keeps README.md's settings table in step with the code.
 func TestReadmeListsEverySetting(t *testing.T) {
-	raw, err := os.ReadFile("../README.md")
+	raw, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range worker.SettingNames() {
+	for _, name := range settingNames(&workerConfig{}) {
 		if !strings.Contains(string(raw), name) {
 			t.Errorf("README.md does not document %s", name)
 		}

@@ -1,4 +1,4 @@
-package worker
+package main
 
 import (
 	"bytes"
@@ -11,7 +11,7 @@ import (
 // clearEnv unsets every CODEXPOOL_* setting for the test (restored afterwards).
 func clearEnv(t *testing.T) {
 	t.Helper()
-	for _, name := range SettingNames() {
+	for _, name := range settingNames(&workerConfig{}) {
 		t.Setenv(name, "")
 		os.Unsetenv(name)
 	}
@@ -20,28 +20,28 @@ func clearEnv(t *testing.T) {
 func TestValidateNamesTheVariable(t *testing.T) {
 	tests := []struct {
 		name   string
-		mutate func(*Config)
+		mutate func(*workerConfig)
 		want   string
 	}{
-		{"max inflight", func(c *Config) { c.MaxInflight = 0 }, "CODEXPOOL_MAX_INFLIGHT"},
-		{"gate", func(c *Config) { c.Gate = "turbo" }, "CODEXPOOL_GATE"},
-		{"log level", func(c *Config) { c.LogLevel = "loud" }, "CODEXPOOL_LOG_LEVEL"},
-		{"log format", func(c *Config) { c.LogFormat = "xml" }, "CODEXPOOL_LOG_FORMAT"},
-		{"request timeout", func(c *Config) { c.RequestTimeout = 0 }, "CODEXPOOL_REQUEST_TIMEOUT"},
-		{"subject", func(c *Config) { c.Subject = "a b" }, "CODEXPOOL_SUBJECT"},
-		{"floor", func(c *Config) { c.WSConnectSpacingMS = -1 }, "CODEXPOOL_WS_CONNECT_SPACING_MS"},
+		{"max inflight", func(c *workerConfig) { c.MaxInflight = 0 }, "CODEXPOOL_MAX_INFLIGHT"},
+		{"gate", func(c *workerConfig) { c.Gate = "turbo" }, "CODEXPOOL_GATE"},
+		{"log level", func(c *workerConfig) { c.LogLevel = "loud" }, "CODEXPOOL_LOG_LEVEL"},
+		{"log format", func(c *workerConfig) { c.LogFormat = "xml" }, "CODEXPOOL_LOG_FORMAT"},
+		{"request timeout", func(c *workerConfig) { c.RequestTimeout = 0 }, "CODEXPOOL_REQUEST_TIMEOUT"},
+		{"subject", func(c *workerConfig) { c.Subject = "a b" }, "CODEXPOOL_SUBJECT"},
+		{"floor", func(c *workerConfig) { c.WSConnectSpacingMS = -1 }, "CODEXPOOL_WS_CONNECT_SPACING_MS"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := DefaultConfig()
+			c := defaultWorkerConfig()
 			tt.mutate(&c)
-			err := c.Validate()
+			err := c.validate()
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("Validate() = %v, want an error naming %s", err, tt.want)
 			}
 		})
 	}
-	if err := DefaultConfig().Validate(); err != nil {
+	if err := defaultWorkerConfig().validate(); err != nil {
 		t.Fatalf("defaults do not validate: %v", err)
 	}
 }
@@ -52,7 +52,7 @@ func TestLoadConfigFromEnvironment(t *testing.T) {
 	t.Setenv("CODEXPOOL_REQUEST_TIMEOUT", "90s")
 	t.Setenv("CODEXPOOL_GATE", "fixed")
 	t.Setenv("CODEXPOOL_WS_REUSE", "false")
-	c, err := LoadConfig()
+	c, err := loadWorkerConfig()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func TestLoadConfigFromEnvironment(t *testing.T) {
 		t.Fatalf("defaults not applied: %+v", c)
 	}
 	t.Setenv("CODEXPOOL_MAX_INFLIGHT", "many")
-	if _, err := LoadConfig(); err == nil || !strings.Contains(err.Error(), "MAX_INFLIGHT") {
+	if _, err := loadWorkerConfig(); err == nil || !strings.Contains(err.Error(), "MAX_INFLIGHT") {
 		t.Fatalf("bad number: err = %v, want one naming MAX_INFLIGHT", err)
 	}
 }
@@ -71,18 +71,18 @@ func TestLoadConfigFromEnvironment(t *testing.T) {
 func TestDefaultConfigMatchesTags(t *testing.T) {
 	// DefaultConfig is what LoadConfig gives with an empty environment.
 	clearEnv(t)
-	c, err := LoadConfig()
+	c, err := loadWorkerConfig()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c != DefaultConfig() {
-		t.Fatalf("LoadConfig() with no CODEXPOOL_* set = %+v, DefaultConfig() = %+v", c, DefaultConfig())
+	if c != defaultWorkerConfig() {
+		t.Fatalf("loadWorkerConfig() with no CODEXPOOL_* set = %+v, defaultWorkerConfig() = %+v", c, defaultWorkerConfig())
 	}
 }
 
 func TestPrintUsageListsEverySetting(t *testing.T) {
 	var b bytes.Buffer
-	if err := PrintUsage(&b); err != nil {
+	if err := printSettings(&b, &workerConfig{}); err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"CODEXPOOL_NATS_URL", "CODEXPOOL_GATE", "CODEXPOOL_SHUTDOWN_GRACE", "CODEXPOOL_LOG_FORMAT"} {

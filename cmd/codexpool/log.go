@@ -1,4 +1,4 @@
-package worker
+package main
 
 import (
 	"fmt"
@@ -12,8 +12,8 @@ import (
 	"golang.org/x/term"
 )
 
-// ParseLevel parses debug, info, warn or error.
-func ParseLevel(s string) (slog.Level, error) {
+// parseLevel parses debug, info, warn or error.
+func parseLevel(s string) (slog.Level, error) {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(strings.ToUpper(s))); err != nil {
 		return 0, fmt.Errorf("unknown log level %q (want debug, info, warn or error)", s)
@@ -21,10 +21,10 @@ func ParseLevel(s string) (slog.Level, error) {
 	return l, nil
 }
 
-// NewLogger returns the process logger: tint's colour text on a terminal (format "auto" or
+// newLogger returns the process logger: tint's colour text on a terminal (format "auto" or
 // "text"), JSON otherwise (format "auto" off a terminal, or "json").
-func NewLogger(w io.Writer, level, format string) (*slog.Logger, error) {
-	lvl, err := ParseLevel(level)
+func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
+	lvl, err := parseLevel(level)
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package worker_test
+package queue_test
 
 import (
 	"context"
@@ -90,9 +90,7 @@ func startPool(b *testing.B) (*nats.Conn, string) {
 	b.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
 	sim := codextest.NewServer(codextest.Options{})
 	b.Cleanup(sim.Close)
-	cfg := worker.DefaultConfig()
-	cfg.CodexURL, cfg.CodexToken, cfg.WorkerID = sim.URL, "bench", "bench-1"
-	w, err := worker.New(cfg, worker.Options{})
+	w, err := worker.New(worker.Config{ID: "bench-1", URL: sim.URL, Token: "bench"}, worker.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -102,7 +100,7 @@ func startPool(b *testing.B) (*nats.Conn, string) {
 		b.Fatal(err)
 	}
 	b.Cleanup(wc.Close)
-	svc, err := queue.NewService(wc, queue.Config{Subject: cfg.Subject, WorkerID: w.ID(), StatsData: w.StatsData}, w)
+	svc, err := queue.NewService(wc, queue.Config{WorkerID: w.ID(), StatsData: w.StatsData}, w)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -112,5 +110,5 @@ func startPool(b *testing.B) (*nats.Conn, string) {
 		b.Fatal(err)
 	}
 	b.Cleanup(nc.Close)
-	return nc, cfg.Subject
+	return nc, queue.DefaultSubject
 }
