@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.uber.org/goleak"
 
+	"github.com/codexpool/codexpool/internal/testutil"
 	"github.com/codexpool/codexpool/metrics"
 	"github.com/codexpool/codexpool/queue"
 	"github.com/codexpool/codexpool/queue/client"
@@ -235,11 +236,5 @@ func TestReadyzDuringShutdown(t *testing.T) {
 // waitFor polls cond until it holds or waitTimeout passes.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond) // polling a condition with a deadline
-	}
+	testutil.WaitFor(t, waitTimeout, what, cond)
 }

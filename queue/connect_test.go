@@ -1,54 +1,24 @@
 package queue
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
-	"net"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/codexpool/codexpool/internal/testutil"
 )
 
-// syncBuffer is a log sink safe for the NATS callback goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// freePort returns a loopback port nothing listens on right now.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 func TestConnectGivesUpWithContext(t *testing.T) {
-	url := "nats://127.0.0.1:" + strconv.Itoa(freePort(t))
+	url := "nats://127.0.0.1:" + strconv.Itoa(testutil.FreePort(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	var logs syncBuffer
+	var logs testutil.SyncBuffer
 	_, err := Connect(ctx, url, "t", slog.New(slog.NewTextHandler(&logs, nil)))
 	if !errors.Is(err, context.DeadlineExceeded) || !strings.HasPrefix(err.Error(), "queue: ") {
 		t.Errorf("err = %v, want a queue: error wrapping the context's deadline", err)
@@ -59,8 +29,8 @@ func TestConnectGivesUpWithContext(t *testing.T) {
 }
 
 func TestConnectRetriesAndReconnects(t *testing.T) {
-	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
-	var logs syncBuffer
+	addr := "127.0.0.1:" + strconv.Itoa(testutil.FreePort(t))
+	var logs testutil.SyncBuffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()

@@ -23,6 +23,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
+
+	"github.com/codexpool/codexpool/internal/testutil"
 )
 
 // startSecureServer starts a nats-server with tweak applied to its options on a free port.
@@ -58,7 +60,7 @@ func connectWith(t *testing.T, url string, sec Security) (*nats.Conn, string, er
 	if err != nil {
 		return nil, "", err
 	}
-	var logs syncBuffer
+	var logs testutil.SyncBuffer
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
 	nc, err := Connect(ctx, url, "security-test", slog.New(slog.NewTextHandler(&logs, nil)), opts...)

@@ -94,9 +94,9 @@ type Service struct {
 	lastHandled atomic.Int64
 	microSubs   int // subscriptions micro made on nc (the endpoint and the $SRV verbs)
 
-	// gate orders "am I draining?" checks in the handler against Shutdown: a forward published
-	// under the read lock reaches the server before the subscription's UNSUB does.
-	gate     sync.RWMutex
+	// drainMu orders "am I draining?" checks in the handler against Shutdown: a forward
+	// published under the read lock reaches the server before the subscription's UNSUB does.
+	drainMu  sync.RWMutex
 	draining bool
 
 	mu     sync.Mutex    // guards the fields below
@@ -206,9 +206,9 @@ func (s *Service) WorkerID() string { return s.cfg.WorkerID }
 // subscription's last messages are answered.
 func (s *Service) Shutdown(ctx context.Context) error {
 	s.stopOnce.Do(func() {
-		s.gate.Lock()
+		s.drainMu.Lock()
 		s.draining = true
-		s.gate.Unlock()
+		s.drainMu.Unlock()
 		subsBefore := s.nc.NumSubscriptions()
 		if err := s.svc.Stop(); err != nil {
 			s.stopErr = fmt.Errorf("queue: stop micro service: %w", err)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
 	"github.com/codexpool/codexpool/schemas"
@@ -118,25 +119,11 @@ func waitClosed(t *testing.T, ch <-chan struct{}) {
 	}
 }
 
-func newServiceHook(t *testing.T, ns interface{ ClientURL() string }, cfg Config, gen Generator, hook func()) *Service {
+// newServiceHook is newService with a hook run at the start of every handler call.
+func newServiceHook(t *testing.T, ns *server.Server, cfg Config, gen Generator, hook func()) *Service {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
-	defer cancel()
-	nc, err := Connect(ctx, ns.ClientURL(), t.Name(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	s, err := NewService(nc, cfg, gen)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := newService(t, ns, cfg, gen)
 	s.testHook.Store(&hook)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
-		defer cancel()
-		_ = s.Shutdown(ctx)
-	})
 	return s
 }
 

@@ -61,9 +61,9 @@ func (s *Service) Stats() Stats {
 		Failed:      s.st.failed.Load(),
 		LatencySum:  time.Duration(s.st.latencyNS.Load()),
 	}
-	s.gate.RLock()
+	s.drainMu.RLock()
 	st.Draining = s.draining
-	s.gate.RUnlock()
+	s.drainMu.RUnlock()
 	if n := st.Completed + st.Failed; n > 0 {
 		st.LatencyAvg = st.LatencySum / time.Duration(n)
 	}

@@ -4,297 +4,154 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"math"
+	"os"
 	"strings"
-	"text/tabwriter"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nuid"
-
-	"github.com/codexpool/codexpool/queue"
-	"github.com/codexpool/codexpool/queue/client"
-	"github.com/codexpool/codexpool/schemas"
+	"github.com/codexpool/codexpool/gate"
+	"github.com/codexpool/codexpool/internal/bench"
 	"github.com/codexpool/codexpool/worker/codextest"
 )
 
-// benchConfig is one bench invocation: the origin, the pool and the load. Each (mode,
-// concurrency) pair is a scenario run with fresh worker processes, so gate state never leaks
-// from one scenario to the next.
-type benchConfig struct {
-	natsURL      string
-	workers      int
-	workerCounts []int // a sweep over worker counts (--workers 1,2,4)
-	requests     int   // per scenario; 0 = rounds x the scenario's concurrency
-	rounds       int
-	concurrency  []int
-	modes        []string
-	fixedSpacing time.Duration
-	reuse        bool
-	maxInflight  int
-	timeout      time.Duration
-	stream       bool
-	sim          codextest.Options
-	jsonOut      bool
-	plot         string
-	quiet        bool          // no progress bar
-	baseline     bool          // also measure a bare NATS echo at each concurrency
-	duration     time.Duration // > 0: open-loop load at rate for this long instead of closed-loop
-	rate         float64
-	schedule     []limitChange // origin upgrade-limit changes during the load
-	timeline     bool          // print the per-second timeline
-	minSpeedup   float64
-}
+const benchTrailer = `Starts (or joins, with --nats) a NATS server, an origin simulator and --workers worker
+PROCESSES (the gate is per process), fires --requests requests at each --concurrency, checks
+every answer, and prints one row per (mode, concurrency): ok/failed, wall time, req/s, latency
+percentiles, upgrades accepted, 403s, sockets reused, time waited in the gates. Every scenario
+starts fresh workers, so one mode's gate state never helps another.
 
-// scenarioResult is one row of the result table (and one object of --json).
-type scenarioResult struct {
-	Mode          string         `json:"mode"`
-	Workers       int            `json:"workers"`
-	Concurrency   int            `json:"concurrency"`
-	Requests      int            `json:"requests"`
-	OK            int            `json:"ok"`
-	Failed        int            `json:"failed"`
-	WallSeconds   float64        `json:"wall_s"`
-	ReqPerSec     float64        `json:"req_per_s"`
-	P50ms         float64        `json:"p50_ms"`
-	P95ms         float64        `json:"p95_ms"`
-	P99ms         float64        `json:"p99_ms"`
-	Upgrades      int64          `json:"upgrades_accepted"`
-	Rejected      int64          `json:"upgrades_rejected"`
-	Rejected403   int64          `json:"rejected_403"`
-	Reused        int64          `json:"sockets_reused"`
-	GateWaitMS    int64          `json:"gate_wait_ms"`
-	PeakRSSMB     float64        `json:"peak_worker_rss_mb"`
-	RSSPerFlightK float64        `json:"rss_per_inflight_kb"`
-	Errors        map[string]int `json:"errors,omitempty"`
-	Rate          float64        `json:"rate,omitempty"` // open-loop arrivals per second (--duration runs)
-	Timeline      []tick         `json:"timeline,omitempty"`
-}
+Examples:
+  codexpool bench --compare fixed,adaptive --concurrency 30 --latency 1s --reuse=false
+  codexpool bench --concurrency 1,10,100,500,1000 --latency 1s --requests 0 --plot sweep.svg
+  codexpool bench --compare reference,adaptive --reuse=false --upgrade-rate 5 --upgrade-burst 5 --latency 500ms --concurrency 60
+`
 
-func runBenchConfig(ctx context.Context, e env, cfg benchConfig) ([]scenarioResult, error) {
-	srv, err := codextest.Listen("127.0.0.1:0", cfg.sim)
-	if err != nil {
-		return nil, fmt.Errorf("bench: start simulator: %w", err)
-	}
-	defer srv.Close()
-
-	url := cfg.natsURL
-	if url == "" {
-		ns, err := queue.StartEmbedded("127.0.0.1:0", nil)
-		if err != nil {
-			return nil, fmt.Errorf("bench: start embedded NATS: %w", err)
-		}
-		defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
-		url = ns.ClientURL()
-	}
-	nc, err := nats.Connect(url, nats.Name("codexpool bench"))
-	if err != nil {
-		return nil, fmt.Errorf("bench: connect to NATS at %s: %w", url, err)
-	}
-	defer nc.Close()
-
-	var results []scenarioResult
-	workers := cfg.workerCounts
-	if len(workers) == 0 {
-		workers = []int{cfg.workers}
-	}
-	for _, mode := range cfg.modes {
-		for _, n := range workers {
-			for _, c := range cfg.concurrency {
-				if err := ctx.Err(); err != nil {
-					return results, err
-				}
-				sc := cfg
-				sc.workers = n
-				r, err := runScenario(ctx, e, sc, srv, nc, url, mode, c)
-				if err != nil {
-					return results, err
-				}
-				results = append(results, r)
-			}
-		}
-	}
-	if cfg.baseline {
-		for _, c := range cfg.concurrency {
-			r, err := runEcho(ctx, e, cfg, nc, c)
-			if err != nil {
-				return results, err
-			}
-			results = append(results, r)
-		}
-	}
-	return results, nil
-}
-
-func runScenario(ctx context.Context, e env, cfg benchConfig, srv *codextest.Server, nc *nats.Conn, natsURL, mode string, conc int) (scenarioResult, error) {
-	res := scenarioResult{Mode: mode, Workers: cfg.workers, Concurrency: conc}
-	total := cfg.requests
-	if total <= 0 {
-		total = max(cfg.rounds, 1) * conc
-	}
-	if cfg.duration > 0 {
-		total = int(cfg.rate * cfg.duration.Seconds())
-	}
-	res.Requests = total
-	subject := "codexpool.bench." + strings.ToLower(nuid.Next())
-	procs, err := startWorkers(ctx, cfg, natsURL, subject, srv.URL, mode)
-	if err != nil {
-		return res, err
-	}
-	defer stopWorkers(procs)
-	if err := waitServing(ctx, nc, subject, cfg.workers, procs); err != nil {
-		return res, err
-	}
-	srv.ResetStats()
-
-	prog := newProgress(e.stderr, cfg.quiet, total, fmt.Sprintf("%-9s c=%-4d", mode, conc))
-	rss := newRSSSampler(procs)
-	cl := client.New(nc, client.Options{Subject: subject, RetryBusy: 10})
-	words := cfg.sim.Words
-	if words == 0 {
-		words = 8
-	}
-	one := func(ctx context.Context, i int) error {
-		prompt := fmt.Sprintf("bench request %d of scenario %s/%d", i, mode, conc)
-		return benchOne(ctx, cl, prompt, words, cfg.stream, cfg.timeout)
-	}
-	tl := startTimeline(srv, cfg.schedule)
-	var ld *load
-	if cfg.duration > 0 {
-		ld = driveOpen(ctx, cfg.rate, total, prog, one)
-	} else {
-		ld = drive(ctx, total, conc, prog, one)
-	}
-	res.Timeline = tl.stop()
-	ld.fill(&res)
-	peak, base := rss.stop()
-	if cfg.duration > 0 {
-		res.Concurrency = 0
-		res.Rate = cfg.rate
-	}
-
-	st := srv.Stats()
-	res.Upgrades, res.Rejected, res.Rejected403, res.Reused = st.UpgradesAccepted, st.UpgradesRejected, st.Rejected403, st.ReusedResponses
-	res.GateWaitMS = gateWait(nc, subject).Milliseconds()
-	res.PeakRSSMB = float64(peak) / (1 << 20)
-	if conc > 0 && peak > base {
-		res.RSSPerFlightK = float64(peak-base) / 1024 / float64(min(conc, total))
-	}
-	return res, ctx.Err()
-}
-
-// runEcho measures a bare NATS request-reply echo at the same load: the ceiling any NATS
-// worker pool can reach on this machine.
-func runEcho(ctx context.Context, e env, cfg benchConfig, nc *nats.Conn, conc int) (scenarioResult, error) {
-	res := scenarioResult{Mode: "nats-echo", Workers: 1, Concurrency: conc}
-	total := cfg.requests
-	if total <= 0 {
-		total = max(cfg.rounds, 1) * conc
-	}
-	res.Requests = total
-	subject := "codexpool.bench.echo." + strings.ToLower(nuid.Next())
-	sub, err := nc.QueueSubscribe(subject, "echo", func(m *nats.Msg) { _ = m.Respond(m.Data) })
-	if err != nil {
-		return res, fmt.Errorf("bench: echo responder: %w", err)
-	}
-	defer sub.Unsubscribe()
-	if err := nc.Flush(); err != nil {
-		return res, err
-	}
-	body, _ := json.Marshal(map[string]any{"input": "echo"})
-	prog := newProgress(e.stderr, cfg.quiet, total, fmt.Sprintf("%-9s c=%-4d", res.Mode, conc))
-	ld := drive(ctx, total, conc, prog, func(ctx context.Context, i int) error {
-		ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
-		defer cancel()
-		_, err := nc.RequestWithContext(ctx, subject, body)
+func runBench(ctx context.Context, e env, args []string) error {
+	fs := newFlags(e, "bench", "bench [flags]", benchTrailer)
+	opts, finish := benchFlags(fs)
+	if err := fs.parse(e, args); err != nil {
 		return err
-	})
-	ld.fill(&res)
-	return res, ctx.Err()
+	}
+	if err := finish(); err != nil {
+		fs.printUsage(e.stderr)
+		return exitError{code: 2, msg: "bench: " + err.Error()}
+	}
+	return benchMain(ctx, e, *opts)
 }
 
-// benchOne sends one request and checks the answer is the simulator's answer to the prompt.
-func benchOne(ctx context.Context, cl *client.Client, prompt string, words int, stream bool, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	body, _ := json.Marshal(map[string]any{"input": prompt, "stream": stream})
-	want := codextest.Answer(prompt, words)
-	if stream {
-		var text strings.Builder
-		_, err := cl.Stream(ctx, body, nil, func(ev []byte) error {
-			var d schemas.Event
-			if err := json.Unmarshal(ev, &d); err != nil {
-				return err
-			}
-			if d.Type == "response.output_text.delta" {
-				text.WriteString(d.Delta)
-			}
-			return nil
-		})
-		if err != nil {
-			return err
+// benchOptions are the bench flags: the engine's configuration plus how to report.
+type benchOptions struct {
+	bench.Config
+	jsonOut    bool
+	plot       string
+	timeline   bool
+	minSpeedup float64
+}
+
+// benchFlags binds the bench flags to benchOptions; finish validates after parsing.
+func benchFlags(fs *flags) (*benchOptions, func() error) {
+	o := &benchOptions{}
+	cfg := &o.Config
+	fs.StringVar(&cfg.NATSURL, "nats", "", "join this NATS server (default: start an embedded one)")
+	workersFlag := fs.String("workers", "1", "worker processes; a comma list runs a sweep (e.g. 1,2,4)")
+	fs.IntVar(&cfg.Requests, "requests", 0, "requests per scenario (0 = --rounds x --concurrency)")
+	fs.IntVar(&cfg.Rounds, "rounds", 1, "with --requests 0: requests per scenario = rounds x concurrency")
+	conc := fs.String("concurrency", "30", "requests in flight; a comma list runs a sweep (e.g. 1,10,100)")
+	modes := fs.String("compare", "adaptive", "gate modes to run side by side: any of adaptive,reference,fixed,off")
+	fs.DurationVar(&cfg.FixedSpacing, "fixed-spacing", time.Second, "the spacing of the fixed mode (the reference proxy's 1s)")
+	fs.BoolVar(&cfg.Reuse, "reuse", true, "let workers reuse completed sockets (CODEXPOOL_WS_REUSE)")
+	fs.IntVar(&cfg.MaxInflight, "max-inflight", 2048, "CODEXPOOL_MAX_INFLIGHT of each worker")
+	fs.DurationVar(&cfg.Timeout, "timeout", 2*time.Minute, "per-request client timeout")
+	fs.BoolVar(&cfg.Stream, "stream", false, "request streamed replies")
+	fs.BoolVar(&o.jsonOut, "json", false, "print the results as JSON instead of a table")
+	fs.StringVar(&o.plot, "plot", "", "write an SVG chart of req/s against concurrency per mode to this file")
+	fs.BoolVar(&cfg.Quiet, "quiet", false, "no progress bar")
+	fs.BoolVar(&cfg.Baseline, "baseline", false, "also measure a bare NATS request-reply echo at each concurrency (the ceiling)")
+	fs.Float64Var(&o.minSpeedup, "min-speedup", 0, "fail unless the last --compare mode's req/s is at least this many times the first's, at every concurrency (CI check)")
+	fs.DurationVar(&cfg.Duration, "duration", 0, "open-loop load for this long at --rate (instead of --requests at --concurrency)")
+	fs.Float64Var(&cfg.Rate, "rate", 10, "arrivals per second with --duration")
+	sched := fs.String("limit-schedule", "", "change the origin's upgrade limit during the load, e.g. \"20s:50/50,40s:5/5\" (offset:rate/burst)")
+	fs.BoolVar(&o.timeline, "timeline", false, "print upgrades accepted/rejected per second")
+	cfg.Sim = codextest.Options{Latency: time.Second}
+	cfg.Sim.BindFlags(fs.FlagSet)
+	return o, func() error {
+		var err error
+		if cfg.Schedule, err = bench.ParseSchedule(*sched); err != nil {
+			return fmt.Errorf("--limit-schedule: %v", err)
 		}
-		if text.String() != want {
-			return fmt.Errorf("wrong answer: got %q, want %q", text.String(), want)
+		if cfg.Duration < 0 || (cfg.Duration > 0 && cfg.Rate <= 0) {
+			return fmt.Errorf("--duration needs a positive --rate")
+		}
+		if cfg.WorkerCounts, err = bench.ParseCounts(*workersFlag); err != nil {
+			return fmt.Errorf("--workers: %v", err)
+		}
+		cfg.Workers = cfg.WorkerCounts[0]
+		if cfg.Concurrency, err = bench.ParseCounts(*conc); err != nil {
+			return fmt.Errorf("--concurrency: %v", err)
+		}
+		cfg.Modes = nil
+		for _, m := range strings.Split(*modes, ",") {
+			m = strings.TrimSpace(m)
+			if _, err := gate.ParseMode(m); err != nil || m == "" {
+				return fmt.Errorf("--compare: unknown gate mode %q: %v", m, err)
+			}
+			cfg.Modes = append(cfg.Modes, m)
+		}
+		switch {
+		case cfg.Requests < 0:
+			return fmt.Errorf("--requests must be >= 0")
+		case cfg.Rounds < 1:
+			return fmt.Errorf("--rounds must be at least 1")
+		case cfg.Timeout <= 0:
+			return fmt.Errorf("--timeout must be positive")
+		case cfg.MaxInflight < 1:
+			return fmt.Errorf("--max-inflight must be at least 1")
+		case o.minSpeedup > 0 && len(cfg.Modes) < 2:
+			return fmt.Errorf("--min-speedup needs two modes in --compare")
 		}
 		return nil
 	}
-	reply, err := cl.Generate(ctx, body, nil)
+}
+
+// benchMain runs the engine with this binary as the workers' and reports as asked.
+func benchMain(ctx context.Context, e env, o benchOptions) error {
+	exe, err := os.Executable()
 	if err != nil {
-		return err
+		return fmt.Errorf("bench: find own executable: %w", err)
 	}
-	if reply.OutputText != want {
-		return fmt.Errorf("wrong answer: got %q, want %q", reply.OutputText, want)
+	o.Exe, o.Progress = exe, e.stderr
+	results, err := bench.Run(ctx, o.Config)
+	if o.jsonOut {
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(results)
+	} else if len(results) > 0 {
+		bench.PrintTable(e.stdout, results)
+		if o.timeline {
+			bench.PrintTimeline(e.stdout, results)
+		}
+	}
+	if o.plot != "" && len(results) > 0 {
+		if perr := os.WriteFile(o.plot, []byte(bench.PlotSVG(results)), 0o644); perr != nil {
+			return fmt.Errorf("bench: write plot: %w", perr)
+		}
+		fmt.Fprintf(e.stderr, "bench: wrote %s\n", o.plot)
+	}
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	if o.minSpeedup > 0 {
+		for _, s := range bench.Speedups(results, o.Modes, o.Concurrency) {
+			if s.Ratio() < o.minSpeedup {
+				return exitError{code: 1, msg: fmt.Sprintf("bench: at concurrency %d %s made %.2f req/s and %s %.2f: speedup %.2fx, want >= %.2fx",
+					s.Concurrency, s.Last, s.B, s.First, s.A, s.Ratio(), o.minSpeedup)}
+			}
+			fmt.Fprintf(e.stdout, "bench: speedup %s/%s at concurrency %d: %.2fx (>= %.2fx required)\n", s.Last, s.First, s.Concurrency, s.Ratio(), o.minSpeedup)
+		}
+	}
+	for _, r := range results {
+		if r.Failed > 0 {
+			return exitError{code: 1, msg: fmt.Sprintf("bench: %d of %d requests failed in mode %s at concurrency %d", r.Failed, r.Requests, r.Mode, r.Concurrency)}
+		}
 	}
 	return nil
-}
-
-func errorKey(err error) string {
-	if se, ok := schemas.AsError(err); ok {
-		return fmt.Sprintf("%d %s", se.Status, se.Code)
-	}
-	switch {
-	case strings.Contains(err.Error(), "wrong answer"):
-		return "wrong answer"
-	case strings.Contains(err.Error(), "deadline"), strings.Contains(err.Error(), "timeout"):
-		return "client timeout"
-	}
-	return "other: " + err.Error()
-}
-
-func pct(sorted []time.Duration, p float64) float64 {
-	if len(sorted) == 0 {
-		return 0
-	}
-	i := int(math.Ceil(p/100*float64(len(sorted)))) - 1
-	i = max(0, min(i, len(sorted)-1))
-	return float64(sorted[i].Microseconds()) / 1000
-}
-
-func printResults(w io.Writer, results []scenarioResult) {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "mode\tworkers\tconc\tok\tfailed\twall s\treq/s\tp50 ms\tp95 ms\tp99 ms\tupgrades\t403s\treused\tgate wait s\t")
-	for _, r := range results {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%.2f\t%.1f\t%s\t%s\t%s\t%d\t%d\t%d\t%.1f\t\n",
-			r.Mode, r.Workers, r.Concurrency, r.OK, r.Failed, r.WallSeconds, r.ReqPerSec,
-			ms(r.P50ms), ms(r.P95ms), ms(r.P99ms), r.Upgrades, r.Rejected403, r.Reused, float64(r.GateWaitMS)/1000)
-	}
-	tw.Flush()
-	for _, r := range results {
-		if r.Rate > 0 {
-			fmt.Fprintf(w, "  %s: open loop at %.1f req/s\n", r.Mode, r.Rate)
-		}
-		for k, n := range r.Errors {
-			fmt.Fprintf(w, "  %s c=%d: %d × %s\n", r.Mode, r.Concurrency, n, k)
-		}
-	}
-}
-
-// ms formats a latency in milliseconds: two decimals below 10 ms, none above.
-func ms(v float64) string {
-	if v < 10 {
-		return fmt.Sprintf("%.2f", v)
-	}
-	return fmt.Sprintf("%.0f", v)
 }

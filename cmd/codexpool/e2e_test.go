@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/codexpool/codexpool/internal/testutil"
 	"github.com/codexpool/codexpool/queue"
 	"github.com/codexpool/codexpool/queue/client"
 	"github.com/codexpool/codexpool/schemas"
@@ -85,26 +85,9 @@ func newCluster(t *testing.T, simOpts codextest.Options) *cluster {
 type proc struct {
 	id   string
 	cmd  *exec.Cmd
-	out  *syncBuffer
+	out  *testutil.SyncBuffer
 	done chan struct{}
 	err  error
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // startWorker starts a worker process and waits until it serves the subject.
@@ -142,7 +125,7 @@ func (c *cluster) startWorkerNoWait(id string, env ...string) *proc {
 		"CODEXPOOL_LOG_FORMAT=json",
 		"CODEXPOOL_FORBIDDEN_COOLDOWN_MS=50",
 	}, env...)
-	p := &proc{id: id, cmd: cmd, out: &syncBuffer{}, done: make(chan struct{})}
+	p := &proc{id: id, cmd: cmd, out: &testutil.SyncBuffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	if err := cmd.Start(); err != nil {
 		c.t.Fatal(err)
@@ -160,15 +143,10 @@ func (c *cluster) startWorkerNoWait(id string, env ...string) *proc {
 
 // countWorkers counts micro services serving subject whose metadata names worker id.
 func countWorkers(nc *nats.Conn, subject, id string) int {
+	infos, _ := client.Infos(context.Background(), nc, 100*time.Millisecond)
 	n := 0
-	for _, raw := range gather(nc, "$SRV.INFO.codexpool", 100*time.Millisecond) {
-		var info struct {
-			Metadata  map[string]string `json:"metadata"`
-			Endpoints []struct {
-				Subject string `json:"subject"`
-			} `json:"endpoints"`
-		}
-		if json.Unmarshal(raw, &info) != nil || !strings.Contains(string(raw), id) {
+	for _, info := range infos {
+		if info.Metadata["worker"] != id {
 			continue
 		}
 		for _, ep := range info.Endpoints {
@@ -184,13 +162,19 @@ func countWorkers(nc *nats.Conn, subject, id string) int {
 func (p *proc) stop(t *testing.T, within time.Duration) {
 	t.Helper()
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	p.waitExit(t, within)
+	if p.err != nil {
+		t.Fatalf("worker %s exit: %v\n%s", p.id, p.err, p.out.String())
+	}
+}
+
+// waitExit waits for the process to exit, failing the test when it has not within.
+func (p *proc) waitExit(t *testing.T, within time.Duration) {
+	t.Helper()
 	select {
 	case <-p.done:
 	case <-time.After(within):
 		t.Fatalf("worker %s did not exit within %s", p.id, within)
-	}
-	if p.err != nil {
-		t.Fatalf("worker %s exit: %v\n%s", p.id, p.err, p.out.String())
 	}
 }
 
@@ -493,11 +477,7 @@ func TestE2ESigtermDuringBurst(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	select {
-	case <-victim.done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the stopped worker did not exit")
-	}
+	victim.waitExit(t, 30*time.Second)
 	if victim.err != nil {
 		t.Fatalf("victim exit: %v", victim.err)
 	}

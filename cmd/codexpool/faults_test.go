@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
+	"github.com/codexpool/codexpool/internal/testutil"
 	"github.com/codexpool/codexpool/queue/client"
 	"github.com/codexpool/codexpool/schemas"
 	"github.com/codexpool/codexpool/worker/codextest"
@@ -98,17 +100,13 @@ type workerStats struct {
 
 // workerStatsOf asks $SRV.STATS.codexpool for the stats of worker id.
 func workerStatsOf(nc *nats.Conn, id string) (workerStats, bool) {
-	for _, raw := range gather(nc, "$SRV.STATS.codexpool", 300*time.Millisecond) {
-		var st struct {
-			Metadata  map[string]string `json:"metadata"`
-			Endpoints []struct {
-				Data workerStats `json:"data"`
-			} `json:"endpoints"`
-		}
-		if json.Unmarshal(raw, &st) != nil || st.Metadata["worker"] != id || len(st.Endpoints) == 0 {
+	stats, _ := client.Stats(context.Background(), nc, 300*time.Millisecond)
+	for _, st := range stats {
+		var ws workerStats
+		if st.Metadata["worker"] != id || len(st.Endpoints) == 0 || json.Unmarshal(st.Endpoints[0].Data, &ws) != nil {
 			continue
 		}
-		return st.Endpoints[0].Data, true
+		return ws, true
 	}
 	return workerStats{}, false
 }
@@ -116,13 +114,7 @@ func workerStatsOf(nc *nats.Conn, id string) (workerStats, bool) {
 // waitCond polls cond until it holds or within passes.
 func waitCond(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not true after %s", what, within)
-		}
-		time.Sleep(20 * time.Millisecond) // polling a condition with a deadline
-	}
+	testutil.WaitFor(t, within, what, cond)
 }
 
 // outcome is what a client observed: success (status 0) or an error.

@@ -127,11 +127,7 @@ func TestE2EMetrics(t *testing.T) {
 	default:
 	}
 	c.sim.CloseClientConnections() // end the stall: the generation fails and the worker can exit
-	select {
-	case <-p.done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the worker did not exit after its stalled generation ended")
-	}
+	p.waitExit(t, 30*time.Second)
 	if p.err != nil {
 		t.Errorf("worker exit: %v, want 0", p.err)
 	}
@@ -221,11 +217,7 @@ func TestE2ESecureNATSPermissions(t *testing.T) {
 
 	// Wrong password: the worker exits at once with a clear error naming NATS authorization.
 	bad := c.startWorkerNoWait("w-bad", "CODEXPOOL_NATS_USER=worker", "CODEXPOOL_NATS_PASSWORD=nope")
-	select {
-	case <-bad.done:
-	case <-time.After(20 * time.Second):
-		t.Fatal("a worker with a wrong password did not exit")
-	}
+	bad.waitExit(t, 20*time.Second)
 	if bad.err == nil || !strings.Contains(bad.out.String(), "Authorization Violation") || strings.Contains(bad.out.String(), "nope") {
 		t.Errorf("wrong password: exit %v, output:\n%s", bad.err, bad.out.String())
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/codexpool/codexpool/internal/bench"
 	"github.com/codexpool/codexpool/schemas"
 	"github.com/codexpool/codexpool/worker/codextest"
 )
@@ -29,20 +29,6 @@ func soakDuration(t *testing.T) time.Duration {
 		t.Fatalf("CODEXPOOL_SOAK=%q: want a positive Go duration", v)
 	}
 	return d
-}
-
-// rssKB returns a process's resident set size from /proc/PID/status, in KiB.
-func rssKB(pid int) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	for line := range strings.Lines(string(b)) {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			return strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-		}
-	}
-	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
 }
 
 // soakKind is one kind of traffic and the outcomes it may have.
@@ -141,9 +127,9 @@ func TestSoak(t *testing.T) {
 		<-tick.C
 		s := sample{at: time.Since(start).Round(time.Second), sent: sent.Load(), originSockets: c.sim.Stats().OpenSockets}
 		for _, w := range workers {
-			rss, err := rssKB(w.cmd.Process.Pid)
-			if err != nil {
-				t.Fatalf("worker %s: %v", w.id, err)
+			rss := bench.RSS(w.cmd.Process.Pid) / 1024
+			if rss == 0 {
+				t.Fatalf("worker %s: no resident set size in /proc", w.id)
 			}
 			st, _ := workerStatsOf(c.nc, w.id)
 			s.rss = append(s.rss, rss)

@@ -62,7 +62,7 @@ type Config struct {
 // withDefaults returns cfg with defaults filled in and the URL normalised, or an error.
 func (cfg Config) withDefaults() (Config, error) {
 	if cfg.Token == "" {
-		return cfg, fmt.Errorf("%w: Config.Token is empty (see ResolveCredentials)", ErrNoCredentials)
+		return cfg, fmt.Errorf("%w: no token configured (Config.Token is empty; see ResolveCredentials)", ErrNoCredentials)
 	}
 	if cfg.URL == "" {
 		cfg.URL = DefaultURL

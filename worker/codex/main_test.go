@@ -7,9 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
+	"github.com/codexpool/codexpool/internal/testutil"
 	"github.com/codexpool/codexpool/schemas"
 	"github.com/codexpool/codexpool/worker/codextest"
-	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) {
@@ -119,15 +121,7 @@ func wantError(t testing.TB, err error, status int, code schemas.Code) *schemas.
 // after a socket event, where there is nothing to block on.
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	tick := time.NewTicker(2 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		<-tick.C
-	}
+	testutil.WaitFor(t, 5*time.Second, what, cond)
 }
 
 var errStop = errors.New("test: stop")

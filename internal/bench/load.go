@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -23,6 +23,17 @@ type load struct {
 	wall       time.Duration
 }
 
+func newLoad(total int) *load {
+	return &load{errors: map[string]int{}, latencies: make([]time.Duration, 0, total)}
+}
+
+// done ends the measurement that began at start.
+func (ld *load) done(start time.Time, prog *progress) {
+	ld.wall = time.Since(start)
+	prog.finish()
+	slices.Sort(ld.latencies)
+}
+
 // call runs fn for request i, times it and records the outcome.
 func (ld *load) call(ctx context.Context, i int, fn func(ctx context.Context, i int) error, prog *progress) {
 	t0 := time.Now()
@@ -45,7 +56,7 @@ func drive(ctx context.Context, total, conc int, prog *progress, fn func(ctx con
 	var (
 		next atomic.Int64
 		wg   sync.WaitGroup
-		ld   = &load{errors: map[string]int{}, latencies: make([]time.Duration, 0, total)}
+		ld   = newLoad(total)
 	)
 	start := time.Now()
 	for range min(conc, total) {
@@ -62,14 +73,12 @@ func drive(ctx context.Context, total, conc int, prog *progress, fn func(ctx con
 		}()
 	}
 	wg.Wait()
-	ld.wall = time.Since(start)
-	prog.finish()
-	slices.Sort(ld.latencies)
+	ld.done(start, prog)
 	return ld
 }
 
 // fill copies the measurements into a result row.
-func (ld *load) fill(r *scenarioResult) {
+func (ld *load) fill(r *Result) {
 	r.OK, r.Failed = ld.ok, ld.failed
 	r.WallSeconds = ld.wall.Seconds()
 	r.ReqPerSec = float64(ld.ok) / ld.wall.Seconds()
@@ -135,7 +144,7 @@ func (p *progress) finish() {
 func driveOpen(ctx context.Context, rate float64, total int, prog *progress, fn func(ctx context.Context, i int) error) *load {
 	var (
 		wg sync.WaitGroup
-		ld = &load{errors: map[string]int{}, latencies: make([]time.Duration, 0, total)}
+		ld = newLoad(total)
 	)
 	interval := time.Duration(float64(time.Second) / rate)
 	start := time.Now()
@@ -156,8 +165,6 @@ func driveOpen(ctx context.Context, rate float64, total int, prog *progress, fn 
 		}()
 	}
 	wg.Wait()
-	ld.wall = time.Since(start)
-	prog.finish()
-	slices.Sort(ld.latencies)
+	ld.done(start, prog)
 	return ld
 }

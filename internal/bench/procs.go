@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -14,16 +14,18 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/codexpool/codexpool/queue/client"
 )
 
 // workerEnv returns the environment of a bench worker process for mode.
-func workerEnv(cfg benchConfig, natsURL, subject, originURL, mode string, i int) []string {
+func workerEnv(cfg Config, natsURL, subject, originURL, mode string, i int) []string {
 	env := os.Environ()
 	gateMode, floor := mode, 0
 	if mode == "fixed" {
-		floor = int(cfg.fixedSpacing / time.Millisecond)
+		floor = int(cfg.FixedSpacing / time.Millisecond)
 	}
-	token := cfg.sim.Token
+	token := cfg.Sim.Token
 	if token == "" {
 		token = "sim-token"
 	}
@@ -36,8 +38,8 @@ func workerEnv(cfg benchConfig, natsURL, subject, originURL, mode string, i int)
 		"CODEXPOOL_CODEX_TOKEN="+token,
 		"CODEXPOOL_GATE="+gateMode,
 		"CODEXPOOL_WS_CONNECT_SPACING_MS="+strconv.Itoa(floor),
-		"CODEXPOOL_WS_REUSE="+strconv.FormatBool(cfg.reuse),
-		"CODEXPOOL_MAX_INFLIGHT="+strconv.Itoa(cfg.maxInflight),
+		"CODEXPOOL_WS_REUSE="+strconv.FormatBool(cfg.Reuse),
+		"CODEXPOOL_MAX_INFLIGHT="+strconv.Itoa(cfg.MaxInflight),
 		"CODEXPOOL_LOG_LEVEL=warn",
 		"CODEXPOOL_LOG_FORMAT=json",
 	)
@@ -49,13 +51,13 @@ type workerProc struct {
 	done   chan error
 }
 
-func startWorkers(ctx context.Context, cfg benchConfig, natsURL, subject, originURL, mode string) ([]*workerProc, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, fmt.Errorf("bench: find own executable: %w", err)
+func startWorkers(ctx context.Context, cfg Config, natsURL, subject, originURL, mode string) ([]*workerProc, error) {
+	exe := cfg.Exe
+	if exe == "" {
+		return nil, fmt.Errorf("bench: Config.Exe names no codexpool binary")
 	}
 	var procs []*workerProc
-	for i := range cfg.workers {
+	for i := range cfg.Workers {
 		cmd := exec.Command(exe, "worker")
 		cmd.Env = workerEnv(cfg, natsURL, subject, originURL, mode, i)
 		tb := &tailBuffer{max: 8 << 10}
@@ -91,7 +93,7 @@ func stopWorkers(procs []*workerProc) {
 func waitServing(ctx context.Context, nc *nats.Conn, subject string, n int, procs []*workerProc) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if got := countServing(nc, subject); got >= n {
+		if got := countServing(ctx, nc, subject); got >= n {
 			return nil
 		}
 		for _, p := range procs {
@@ -112,64 +114,26 @@ func waitServing(ctx context.Context, nc *nats.Conn, subject string, n int, proc
 	}
 }
 
-// countServing asks every codexpool service for its info and counts those serving subject.
-func countServing(nc *nats.Conn, subject string) int {
+// countServing counts the workers serving subject, found through micro discovery ($SRV.INFO).
+func countServing(ctx context.Context, nc *nats.Conn, subject string) int {
+	infos, _ := client.Infos(ctx, nc, 150*time.Millisecond)
 	n := 0
-	for _, raw := range gather(nc, "$SRV.INFO.codexpool", 150*time.Millisecond) {
-		var info struct {
-			Endpoints []struct {
-				Subject string `json:"subject"`
-			} `json:"endpoints"`
-		}
-		if json.Unmarshal(raw, &info) == nil {
-			for _, ep := range info.Endpoints {
-				if ep.Subject == subject {
-					n++
-				}
+	for _, info := range infos {
+		for _, ep := range info.Endpoints {
+			if ep.Subject == subject {
+				n++
 			}
 		}
 	}
 	return n
 }
 
-// gather publishes an empty request and collects replies for wait.
-func gather(nc *nats.Conn, subject string, wait time.Duration) [][]byte {
-	inbox := nats.NewInbox()
-	ch := make(chan *nats.Msg, 256)
-	sub, err := nc.ChanSubscribe(inbox, ch)
-	if err != nil {
-		return nil
-	}
-	defer sub.Unsubscribe()
-	if err := nc.PublishRequest(subject, inbox, nil); err != nil {
-		return nil
-	}
-	var out [][]byte
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
-	for {
-		select {
-		case m := <-ch:
-			out = append(out, m.Data)
-		case <-timer.C:
-			return out
-		}
-	}
-}
-
-// gateWait sums the time the workers serving subject spent waiting in their gates.
-func gateWait(nc *nats.Conn, subject string) time.Duration {
+// gateWait sums the time the workers serving subject spent waiting in their gates, from the
+// gate section of their stats data.
+func gateWait(ctx context.Context, nc *nats.Conn, subject string) time.Duration {
+	stats, _ := client.Stats(ctx, nc, 200*time.Millisecond)
 	var total time.Duration
-	for _, raw := range gather(nc, "$SRV.STATS.codexpool", 200*time.Millisecond) {
-		var st struct {
-			Endpoints []struct {
-				Subject string          `json:"subject"`
-				Data    json.RawMessage `json:"data"`
-			} `json:"endpoints"`
-		}
-		if json.Unmarshal(raw, &st) != nil {
-			continue
-		}
+	for _, st := range stats {
 		for _, ep := range st.Endpoints {
 			if ep.Subject != subject {
 				continue
@@ -223,7 +187,7 @@ func newRSSSampler(procs []*workerProc) *rssSampler {
 	sample := func() int64 {
 		var sum int64
 		for _, p := range procs {
-			sum += procRSS(p.cmd.Process.Pid)
+			sum += RSS(p.cmd.Process.Pid)
 		}
 		return sum
 	}
@@ -253,8 +217,8 @@ func (s *rssSampler) stop() (peak, base int64) {
 	return s.peak.Load(), s.base
 }
 
-// procRSS returns a process's resident set size in bytes (Linux; 0 elsewhere).
-func procRSS(pid int) int64 {
+// RSS returns a process's resident set size in bytes (Linux; 0 elsewhere).
+func RSS(pid int) int64 {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"fmt"
@@ -7,8 +7,8 @@ import (
 	"strings"
 )
 
-// plotSVG draws req/s against concurrency, one line per mode, with a log-scale x axis.
-func plotSVG(results []scenarioResult) string {
+// PlotSVG draws req/s against concurrency, one line per mode, with a log-scale x axis.
+func PlotSVG(results []Result) string {
 	const w, h, left, right, top, bottom = 720.0, 420.0, 70.0, 130.0, 30.0, 50.0
 	modes := []string{}
 	maxY, minX, maxX := 1.0, math.Inf(1), math.Inf(-1)

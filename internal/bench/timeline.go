@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"fmt"
@@ -10,16 +10,16 @@ import (
 	"github.com/codexpool/codexpool/worker/codextest"
 )
 
-// limitChange changes the origin's upgrade limit at an offset from the start of the load.
-type limitChange struct {
-	at    time.Duration
-	rate  float64
-	burst int
+// LimitChange changes the origin's upgrade limit at an offset from the start of the load.
+type LimitChange struct {
+	At    time.Duration
+	Rate  float64
+	Burst int
 }
 
-// parseSchedule parses "20s:50/50,40s:5/5" (offset:rate/burst, burst optional).
-func parseSchedule(s string) ([]limitChange, error) {
-	var out []limitChange
+// ParseSchedule parses "20s:50/50,40s:5/5" (offset:rate/burst, burst optional).
+func ParseSchedule(s string) ([]LimitChange, error) {
+	var out []LimitChange
 	if strings.TrimSpace(s) == "" {
 		return nil, nil
 	}
@@ -43,14 +43,14 @@ func parseSchedule(s string) ([]limitChange, error) {
 				return nil, fmt.Errorf("%q: bad burst %q", part, bs)
 			}
 		}
-		out = append(out, limitChange{at: d, rate: r, burst: b})
+		out = append(out, LimitChange{At: d, Rate: r, Burst: b})
 	}
-	slices.SortFunc(out, func(a, b limitChange) int { return int(a.at - b.at) })
+	slices.SortFunc(out, func(a, b LimitChange) int { return int(a.At - b.At) })
 	return out, nil
 }
 
-// tick is one second of the origin's view: upgrades accepted and rejected, responses completed.
-type tick struct {
+// Tick is one second of the origin's view: upgrades accepted and rejected, responses completed.
+type Tick struct {
 	T         int   `json:"t_s"`
 	Accepted  int64 `json:"upgrades_accepted"`
 	Rejected  int64 `json:"upgrades_rejected"`
@@ -61,10 +61,10 @@ type tick struct {
 type timeline struct {
 	stopc chan struct{}
 	done  chan struct{}
-	ticks []tick
+	ticks []Tick
 }
 
-func startTimeline(srv *codextest.Server, schedule []limitChange) *timeline {
+func startTimeline(srv *codextest.Server, schedule []LimitChange) *timeline {
 	tl := &timeline{stopc: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(tl.done)
@@ -81,13 +81,13 @@ func startTimeline(srv *codextest.Server, schedule []limitChange) *timeline {
 			case <-t.C:
 			}
 			el := time.Since(start)
-			for next < len(schedule) && el >= schedule[next].at {
-				srv.SetUpgradeLimit(schedule[next].rate, schedule[next].burst)
+			for next < len(schedule) && el >= schedule[next].At {
+				srv.SetUpgradeLimit(schedule[next].Rate, schedule[next].Burst)
 				next++
 			}
 			if el >= time.Duration(sec)*time.Second {
 				st := srv.Stats()
-				tl.ticks = append(tl.ticks, tick{T: sec, Accepted: st.UpgradesAccepted - last.UpgradesAccepted,
+				tl.ticks = append(tl.ticks, Tick{T: sec, Accepted: st.UpgradesAccepted - last.UpgradesAccepted,
 					Rejected: st.UpgradesRejected - last.UpgradesRejected, Completed: st.Completed - last.Completed})
 				last = st
 				sec++
@@ -97,7 +97,7 @@ func startTimeline(srv *codextest.Server, schedule []limitChange) *timeline {
 	return tl
 }
 
-func (tl *timeline) stop() []tick {
+func (tl *timeline) stop() []Tick {
 	close(tl.stopc)
 	<-tl.done
 	return tl.ticks

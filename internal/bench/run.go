@@ -1,0 +1,302 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
+
+	"github.com/codexpool/codexpool/queue"
+	"github.com/codexpool/codexpool/queue/client"
+	"github.com/codexpool/codexpool/schemas"
+	"github.com/codexpool/codexpool/worker/codextest"
+)
+
+// Config is one bench run: the origin, the pool and the load. Each (mode, workers, concurrency)
+// triple is a scenario run with fresh worker processes, so gate state never leaks from one
+// scenario to the next. Zero values are the defaults given per field.
+type Config struct {
+	Exe          string        // the codexpool binary to start workers with; required
+	NATSURL      string        // join this NATS server; default: start an embedded one
+	Workers      int           // worker processes per scenario; default 1
+	WorkerCounts []int         // a sweep over worker counts (overrides Workers)
+	Requests     int           // per scenario; 0 = Rounds x the scenario's concurrency
+	Rounds       int           // default 1
+	Concurrency  []int         // requests in flight, one scenario each
+	Modes        []string      // gate modes, one scenario each
+	FixedSpacing time.Duration // the floor of the fixed mode
+	Reuse        bool          // CODEXPOOL_WS_REUSE of the workers
+	MaxInflight  int           // CODEXPOOL_MAX_INFLIGHT of each worker
+	Timeout      time.Duration // per request
+	Stream       bool          // streamed replies
+	Sim          codextest.Options
+	Quiet        bool          // no progress bar
+	Progress     io.Writer     // where progress goes (a bar on a terminal, lines otherwise); nil = none
+	Baseline     bool          // also measure a bare NATS echo at each concurrency
+	Duration     time.Duration // > 0: open-loop load at Rate for this long instead of closed-loop
+	Rate         float64
+	Schedule     []LimitChange // origin upgrade-limit changes during the load
+}
+
+// Result is one row of the result table (and one object of --json).
+type Result struct {
+	Mode          string         `json:"mode"`
+	Workers       int            `json:"workers"`
+	Concurrency   int            `json:"concurrency"`
+	Requests      int            `json:"requests"`
+	OK            int            `json:"ok"`
+	Failed        int            `json:"failed"`
+	WallSeconds   float64        `json:"wall_s"`
+	ReqPerSec     float64        `json:"req_per_s"`
+	P50ms         float64        `json:"p50_ms"`
+	P95ms         float64        `json:"p95_ms"`
+	P99ms         float64        `json:"p99_ms"`
+	Upgrades      int64          `json:"upgrades_accepted"`
+	Rejected      int64          `json:"upgrades_rejected"`
+	Rejected403   int64          `json:"rejected_403"`
+	Reused        int64          `json:"sockets_reused"`
+	GateWaitMS    int64          `json:"gate_wait_ms"`
+	PeakRSSMB     float64        `json:"peak_worker_rss_mb"`
+	RSSPerFlightK float64        `json:"rss_per_inflight_kb"`
+	Errors        map[string]int `json:"errors,omitempty"`
+	Rate          float64        `json:"rate,omitempty"` // open-loop arrivals per second (--duration runs)
+	Timeline      []Tick         `json:"timeline,omitempty"`
+}
+
+// Run runs every scenario of cfg and returns one Result per scenario (and per concurrency for
+// the echo baseline), in order. It starts the simulator, NATS (unless cfg.NATSURL) and the
+// worker processes itself, and stops them before it returns.
+func Run(ctx context.Context, cfg Config) ([]Result, error) {
+	srv, err := codextest.Listen("127.0.0.1:0", cfg.Sim)
+	if err != nil {
+		return nil, fmt.Errorf("bench: start simulator: %w", err)
+	}
+	defer srv.Close()
+
+	url := cfg.NATSURL
+	if url == "" {
+		ns, err := queue.StartEmbedded("127.0.0.1:0", nil)
+		if err != nil {
+			return nil, fmt.Errorf("bench: start embedded NATS: %w", err)
+		}
+		defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
+		url = ns.ClientURL()
+	}
+	nc, err := nats.Connect(url, nats.Name("codexpool bench"))
+	if err != nil {
+		return nil, fmt.Errorf("bench: connect to NATS at %s: %w", url, err)
+	}
+	defer nc.Close()
+
+	var results []Result
+	workers := cfg.WorkerCounts
+	if len(workers) == 0 {
+		workers = []int{cfg.Workers}
+	}
+	for _, mode := range cfg.Modes {
+		for _, n := range workers {
+			for _, c := range cfg.Concurrency {
+				if err := ctx.Err(); err != nil {
+					return results, err
+				}
+				sc := cfg
+				sc.Workers = n
+				r, err := runScenario(ctx, sc, srv, nc, url, mode, c)
+				if err != nil {
+					return results, err
+				}
+				results = append(results, r)
+			}
+		}
+	}
+	if cfg.Baseline {
+		for _, c := range cfg.Concurrency {
+			r, err := runEcho(ctx, cfg, nc, c)
+			if err != nil {
+				return results, err
+			}
+			results = append(results, r)
+		}
+	}
+	return results, nil
+}
+
+func runScenario(ctx context.Context, cfg Config, srv *codextest.Server, nc *nats.Conn, natsURL, mode string, conc int) (Result, error) {
+	res := Result{Mode: mode, Workers: cfg.Workers, Concurrency: conc}
+	total := cfg.Requests
+	if total <= 0 {
+		total = max(cfg.Rounds, 1) * conc
+	}
+	if cfg.Duration > 0 {
+		total = int(cfg.Rate * cfg.Duration.Seconds())
+	}
+	res.Requests = total
+	subject := "codexpool.bench." + strings.ToLower(nuid.Next())
+	procs, err := startWorkers(ctx, cfg, natsURL, subject, srv.URL, mode)
+	if err != nil {
+		return res, err
+	}
+	defer stopWorkers(procs)
+	if err := waitServing(ctx, nc, subject, cfg.Workers, procs); err != nil {
+		return res, err
+	}
+	srv.ResetStats()
+
+	prog := newProgress(cfg.Progress, cfg.Quiet, total, fmt.Sprintf("%-9s c=%-4d", mode, conc))
+	rss := newRSSSampler(procs)
+	cl := client.New(nc, client.Options{Subject: subject, RetryBusy: 10})
+	words := cfg.Sim.Words
+	if words == 0 {
+		words = 8
+	}
+	one := func(ctx context.Context, i int) error {
+		prompt := fmt.Sprintf("bench request %d of scenario %s/%d", i, mode, conc)
+		return benchOne(ctx, cl, prompt, words, cfg.Stream, cfg.Timeout)
+	}
+	tl := startTimeline(srv, cfg.Schedule)
+	var ld *load
+	if cfg.Duration > 0 {
+		ld = driveOpen(ctx, cfg.Rate, total, prog, one)
+	} else {
+		ld = drive(ctx, total, conc, prog, one)
+	}
+	res.Timeline = tl.stop()
+	ld.fill(&res)
+	peak, base := rss.stop()
+	if cfg.Duration > 0 {
+		res.Concurrency = 0
+		res.Rate = cfg.Rate
+	}
+
+	st := srv.Stats()
+	res.Upgrades, res.Rejected, res.Rejected403, res.Reused = st.UpgradesAccepted, st.UpgradesRejected, st.Rejected403, st.ReusedResponses
+	res.GateWaitMS = gateWait(ctx, nc, subject).Milliseconds()
+	res.PeakRSSMB = float64(peak) / (1 << 20)
+	if conc > 0 && peak > base {
+		res.RSSPerFlightK = float64(peak-base) / 1024 / float64(min(conc, total))
+	}
+	return res, ctx.Err()
+}
+
+// runEcho measures a bare NATS request-reply echo at the same load: the ceiling any NATS
+// worker pool can reach on this machine.
+func runEcho(ctx context.Context, cfg Config, nc *nats.Conn, conc int) (Result, error) {
+	res := Result{Mode: "nats-echo", Workers: 1, Concurrency: conc}
+	total := cfg.Requests
+	if total <= 0 {
+		total = max(cfg.Rounds, 1) * conc
+	}
+	res.Requests = total
+	subject := "codexpool.bench.echo." + strings.ToLower(nuid.Next())
+	sub, err := nc.QueueSubscribe(subject, "echo", func(m *nats.Msg) { _ = m.Respond(m.Data) })
+	if err != nil {
+		return res, fmt.Errorf("bench: echo responder: %w", err)
+	}
+	defer sub.Unsubscribe()
+	if err := nc.Flush(); err != nil {
+		return res, err
+	}
+	body, _ := json.Marshal(map[string]any{"input": "echo"})
+	prog := newProgress(cfg.Progress, cfg.Quiet, total, fmt.Sprintf("%-9s c=%-4d", res.Mode, conc))
+	ld := drive(ctx, total, conc, prog, func(ctx context.Context, i int) error {
+		ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+		defer cancel()
+		_, err := nc.RequestWithContext(ctx, subject, body)
+		return err
+	})
+	ld.fill(&res)
+	return res, ctx.Err()
+}
+
+// benchOne sends one request and checks the answer is the simulator's answer to the prompt.
+func benchOne(ctx context.Context, cl *client.Client, prompt string, words int, stream bool, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	body, _ := json.Marshal(map[string]any{"input": prompt, "stream": stream})
+	want := codextest.Answer(prompt, words)
+	if stream {
+		var text strings.Builder
+		_, err := cl.Stream(ctx, body, nil, func(ev []byte) error {
+			var d schemas.Event
+			if err := json.Unmarshal(ev, &d); err != nil {
+				return err
+			}
+			if d.Type == "response.output_text.delta" {
+				text.WriteString(d.Delta)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if text.String() != want {
+			return fmt.Errorf("wrong answer: got %q, want %q", text.String(), want)
+		}
+		return nil
+	}
+	reply, err := cl.Generate(ctx, body, nil)
+	if err != nil {
+		return err
+	}
+	if reply.OutputText != want {
+		return fmt.Errorf("wrong answer: got %q, want %q", reply.OutputText, want)
+	}
+	return nil
+}
+
+func errorKey(err error) string {
+	if se, ok := schemas.AsError(err); ok {
+		return fmt.Sprintf("%d %s", se.Status, se.Code)
+	}
+	switch {
+	case strings.Contains(err.Error(), "wrong answer"):
+		return "wrong answer"
+	case strings.Contains(err.Error(), "deadline"), strings.Contains(err.Error(), "timeout"):
+		return "client timeout"
+	}
+	return "other: " + err.Error()
+}
+
+func pct(sorted []time.Duration, p float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(p/100*float64(len(sorted)))) - 1
+	i = max(0, min(i, len(sorted)-1))
+	return float64(sorted[i].Microseconds()) / 1000
+}
+
+// PrintTable writes results as an aligned table, then the per-scenario error counts.
+func PrintTable(w io.Writer, results []Result) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "mode\tworkers\tconc\tok\tfailed\twall s\treq/s\tp50 ms\tp95 ms\tp99 ms\tupgrades\t403s\treused\tgate wait s\t")
+	for _, r := range results {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%.2f\t%.1f\t%s\t%s\t%s\t%d\t%d\t%d\t%.1f\t\n",
+			r.Mode, r.Workers, r.Concurrency, r.OK, r.Failed, r.WallSeconds, r.ReqPerSec,
+			ms(r.P50ms), ms(r.P95ms), ms(r.P99ms), r.Upgrades, r.Rejected403, r.Reused, float64(r.GateWaitMS)/1000)
+	}
+	tw.Flush()
+	for _, r := range results {
+		if r.Rate > 0 {
+			fmt.Fprintf(w, "  %s: open loop at %.1f req/s\n", r.Mode, r.Rate)
+		}
+		for k, n := range r.Errors {
+			fmt.Fprintf(w, "  %s c=%d: %d × %s\n", r.Mode, r.Concurrency, n, k)
+		}
+	}
+}
+
+// ms formats a latency in milliseconds: two decimals below 10 ms, none above.
+func ms(v float64) string {
+	if v < 10 {
+		return fmt.Sprintf("%.2f", v)
+	}
+	return fmt.Sprintf("%.0f", v)
+}
