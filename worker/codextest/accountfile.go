@@ -118,10 +118,24 @@ func decode(v *yaml.Node, at string, dst any) error {
 	if v.Kind != yaml.ScalarNode {
 		return fieldError(at, v, "want a single value")
 	}
+	// yaml truncates 1.5 into an int; a count must be written as one.
+	if _, isInt := dst.(*int); isInt && v.ShortTag() != "!!int" {
+		return fieldError(at, v, "want an integer, got %q", v.Value)
+	}
 	if err := v.Decode(dst); err != nil {
-		return fieldError(at, v, "cannot read %q as %T", v.Value, dst)
+		return fieldError(at, v, "cannot read %q as %s", v.Value, kindName(dst))
 	}
 	return nil
+}
+
+func kindName(dst any) string {
+	switch dst.(type) {
+	case *string:
+		return "a string"
+	case *float64:
+		return "a number"
+	}
+	return "an integer"
 }
 
 func parseAccount(n *yaml.Node, path string) (Account, error) {

@@ -142,6 +142,8 @@ func (s *Server) rotate(tok string, now time.Time) refreshOutcome {
 	return refreshOutcome{acct: e.fam.acct, ok: true, login: s.issueLocked(e.fam, now)}
 }
 
-func expiresIn(l Login, now time.Time) int64 {
-	return max(0, int64(math.Ceil(l.ExpiresAt.Sub(now).Seconds())))
+// expiresIn is the expires_in of a refresh answer: the lifetime, not the time to exp, which is
+// rounded up to a whole second.
+func (o Options) expiresIn() int64 {
+	return int64(math.Ceil(o.tokenLifetime().Seconds()))
 }

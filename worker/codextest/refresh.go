@@ -138,7 +138,7 @@ func (s *Server) serveRefresh(w http.ResponseWriter, r *http.Request) {
 			"access_token":  out.login.AccessToken,
 			"id_token":      out.login.IDToken,
 			"refresh_token": out.login.RefreshToken,
-			"expires_in":    expiresIn(out.login, now),
+			"expires_in":    s.opts.expiresIn(),
 		}
 		if fault == RefreshFaultNoRefresh {
 			delete(resp, "refresh_token")
