@@ -448,12 +448,8 @@ func (s *Server) serveOrigin(w http.ResponseWriter, r *http.Request) {
 	epoch := s.drops
 	uf := popFault(&s.upFaults)
 	var rej rejectRule
-	if uf == FaultNone && len(s.rejects) > 0 {
-		q := &s.rejects[0]
-		rej = *q
-		if q.n--; q.n <= 0 {
-			s.rejects = s.rejects[1:]
-		}
+	if uf == FaultNone {
+		rej = s.popRejectLocked()
 	}
 	s.mu.Unlock()
 
@@ -562,6 +558,19 @@ func (s *Server) allowUpgradeLocked(acct *account, now time.Time) bool {
 		return false
 	}
 	return true
+}
+
+// popRejectLocked takes the next RejectNext rule (status 0 = none). s.mu is held.
+func (s *Server) popRejectLocked() rejectRule {
+	if len(s.rejects) == 0 {
+		return rejectRule{}
+	}
+	q := &s.rejects[0]
+	rej := *q
+	if q.n--; q.n <= 0 {
+		s.rejects = s.rejects[1:]
+	}
+	return rej
 }
 
 // register records an upgraded socket (already counted open) so it can be dropped; false if the

@@ -30,14 +30,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 	s.wg.Add(1)
 	defer s.wg.Done()
 	epoch := s.drops
-	var rej rejectRule
-	if len(s.rejects) > 0 {
-		q := &s.rejects[0]
-		rej = *q
-		if q.n--; q.n <= 0 {
-			s.rejects = s.rejects[1:]
-		}
-	}
+	rej := s.popRejectLocked()
 	s.mu.Unlock()
 
 	if rej.status != 0 {
@@ -151,6 +144,7 @@ func (s *Server) runStream(w http.ResponseWriter, r *http.Request, st *stream, a
 				dropHTTP(w)
 				return
 			case <-s.done:
+				dropHTTP(w) // a server going away cuts its streams; it does not end them cleanly
 				return
 			}
 		}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 )
 
 // TestSSEMatchesWebSocket sends the same request over a socket and over HTTP streaming, for
@@ -368,4 +370,48 @@ func TestSSEDroppedByCloseClientConnections(t *testing.T) {
 	if st := s.Stats(); st.ClientAborts != 0 || st.Completed != 0 {
 		t.Errorf("stats %+v, want no abort and nothing completed", st)
 	}
+}
+
+// TestCloseEndsStreamsAndRefreshes closes a server with a stalled HTTP stream, one waiting for its
+// next event and a slow refresh in flight, and checks Close returns with every goroutine gone.
+func TestCloseEndsStreamsAndRefreshes(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	s := NewServer(Options{Latency: time.Hour, Words: 2, Accounts: []Account{{Name: "a", Token: "tok-a"}}})
+	cl := httpClient(t)
+	var bodies []*bufio.Reader
+	for _, md := range []map[string]string{{"sim_fault": "stall"}, nil} {
+		resp := post(context.Background(), t, cl, s.HTTPURL, bearer("tok-a"), streamBody("x", md))
+		br := bufio.NewReader(resp.Body)
+		if err := readUntil(br, evCreated); err != nil {
+			t.Fatal(err)
+		}
+		bodies = append(bodies, br)
+	}
+	l, _ := s.NewLogin("a")
+	s.RefreshFaultNext(1, RefreshFaultSlow)
+	refreshed := make(chan error, 1)
+	go func() {
+		resp, err := cl.Post(s.RefreshURL, "application/json", strings.NewReader(refreshBody(l.RefreshToken)))
+		if err == nil {
+			resp.Body.Close()
+		}
+		refreshed <- err
+	}()
+	eventually(t, "the slow refresh arrives", func() bool { return s.Stats().RefreshOK == 1 })
+
+	start := time.Now()
+	s.Close()
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("Close took %v with streams and a slow refresh in flight", d)
+	}
+	for i, br := range bodies {
+		if _, err := io.Copy(io.Discard, br); err == nil {
+			t.Errorf("stream %d ended cleanly after Close, want an error", i)
+		}
+	}
+	<-refreshed
+	if st := s.Stats(); st.ClientAborts != 0 {
+		t.Errorf("ClientAborts %d after Close, want 0: the server ended them", st.ClientAborts)
+	}
+	cl.CloseIdleConnections()
 }
