@@ -36,8 +36,9 @@ type Options struct {
 	// "code":"websocket_connection_limit_reached",...}}, then a Close frame, and closes the socket,
 	// even while a response is in flight. 0 = never.
 	MaxConnAge time.Duration
-	// Token, when set, makes upgrades whose Authorization header is not "Bearer "+Token fail with
-	// 401 and a JSON body (which never echoes the header).
+	// Token, when set, makes upgrades and HTTP streaming requests whose Authorization header is
+	// not "Bearer "+Token fail with 401 and a JSON body (which never echoes the header). It is
+	// ignored when Accounts is set.
 	Token string
 	// Accounts, when set, are the accounts the server serves (see [Account]): every upgrade and
 	// HTTP request must carry a bearer token of one of them (its static Token or an access token
