@@ -6,38 +6,92 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/codexpool/codexpool/worker/codextest"
 )
 
 const simTrailer = `The simulator speaks the Codex Responses WebSocket protocol with deterministic answers, an
-optional upgrade-rate limit (403 above it) and fault injection. Point workers at it with
+optional upgrade-rate limit (403 above it) and fault injection, and the HTTP streaming fallback
+(POST with Accept: text/event-stream) on the same URL. Point workers at it with
 CODEXPOOL_CODEX_URL=<the printed URL> and CODEXPOOL_CODEX_TOKEN=<--token, or anything if unset>.
+
+Accounts (--accounts FILE, YAML or JSON): a list of
+  {name, token, account_id, upgrade_rate, upgrade_burst, plan_type, windows: [{length: 5h, budget: 100}]}
+Each account has its own upgrade bucket and usage windows (budget = completed responses per
+window, reported in x-codex-* headers and codex.rate_limits events; exhausted accounts get
+usage_limit_reached). With accounts, every request needs an account's token or a login's access
+token: --write-login alice=/tmp/alice/auth.json writes a Codex CLI auth.json whose tokens expire
+after --token-lifetime and refresh at the printed refresh URL (rotating, single-use; a reused
+refresh token revokes its family). Point workers at it with CODEXPOOL_ACCOUNTS or
+CODEXPOOL_CODEX_AUTH_FILE and CODEXPOOL_CODEX_REFRESH_URL=<the printed refresh URL>.
 
 Control (HTTP on the same address):
   GET  /_sim/stats                          counters as JSON (also printed on SIGUSR1 and on exit)
+  GET  /_sim/accounts                       per-account counters and usage windows
+  GET  /_sim/login?account=NAME             the auth.json of a new login
   POST /_sim/limit?rate=5&burst=5           change the upgrade limit at run time (rate 0 = none)
-  POST /_sim/reject?n=3&status=403          answer the next n upgrades with status
+  POST /_sim/limit?account=NAME&rate=1      change one account's upgrade limit
+  POST /_sim/reject?n=3&status=403          answer the next n upgrades (or HTTP requests) with status
   POST /_sim/fault?n=1&kind=failed          give the next n responses a fault
+  POST /_sim/usage?account=NAME&window=0&used=100   set a usage window's count
+  POST /_sim/refresh_fault?n=1&kind=slow    hurt the next n refreshes: slow, 500, garbage, no_refresh
+  POST /_sim/ws?off=true                    answer upgrades with 426 (HTTP streaming keeps working)
 Per request: metadata {"sim_fault": "failed", "sim_latency_ms": "200", "sim_words": "5"}.
 Faults: drop, failed, incomplete, bad_json, stall, binary, error, error:429, error_nostatus,
 conn_limit, close1008.
 `
+
+// loginTarget is one --write-login NAME=PATH.
+type loginTarget struct{ account, path string }
 
 func runSim(ctx context.Context, e env, args []string) error {
 	fs := newFlags(e, "sim", "sim [--addr HOST:PORT] [flags]", simTrailer)
 	addr := fs.String("addr", "127.0.0.1:8090", "listen address")
 	var opts codextest.Options
 	opts.BindFlags(fs.FlagSet)
+	accountsFile := fs.String("accounts", "", "accounts file (YAML or JSON list; see below)")
+	var logins []loginTarget
+	fs.Func("write-login", "at start, write the auth.json of a new login of account NAME to PATH, given as `NAME=PATH` (mode 0600; repeatable)", func(v string) error {
+		name, path, ok := strings.Cut(v, "=")
+		if !ok || name == "" || path == "" {
+			return fmt.Errorf("want NAME=PATH, got %q", v)
+		}
+		logins = append(logins, loginTarget{name, path})
+		return nil
+	})
 	if err := fs.parse(e, args); err != nil {
 		return err
+	}
+	if *accountsFile != "" {
+		accts, err := codextest.LoadAccounts(*accountsFile)
+		if err != nil {
+			return exitError{code: 2, msg: "sim: --accounts: " + err.Error()}
+		}
+		opts.Accounts = accts
+	}
+	for _, l := range logins {
+		if !hasAccount(opts.Accounts, l.account) {
+			return exitError{code: 2, msg: fmt.Sprintf("sim: --write-login: no account %q (see --accounts)", l.account)}
+		}
 	}
 	srv, err := codextest.Listen(*addr, opts)
 	if err != nil {
 		return fmt.Errorf("sim: %w", err)
 	}
-	fmt.Fprintf(e.stdout, "codexpool sim: origin %s\ncodexpool sim: control %s/stats\n", srv.URL, srv.ControlURL)
+	for _, l := range logins {
+		if err := writeLogin(srv, l); err != nil {
+			srv.Close()
+			return fmt.Errorf("sim: --write-login: %w", err)
+		}
+	}
+	fmt.Fprintf(e.stdout, "codexpool sim: origin %s\ncodexpool sim: http origin %s\ncodexpool sim: refresh %s\ncodexpool sim: control %s/stats\n",
+		srv.URL, srv.HTTPURL, srv.RefreshURL, srv.ControlURL)
+	for _, l := range logins {
+		fmt.Fprintf(e.stdout, "codexpool sim: login for %s written to %s\n", l.account, l.path)
+	}
 
 	usr1 := make(chan os.Signal, 1)
 	signal.Notify(usr1, syscall.SIGUSR1)
@@ -56,4 +110,40 @@ func runSim(ctx context.Context, e env, args []string) error {
 			return nil
 		}
 	}
+}
+
+func hasAccount(accts []codextest.Account, name string) bool {
+	for _, a := range accts {
+		if a.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// writeLogin writes a new login's auth.json to l.path atomically (a temporary file in the same
+// directory, renamed), so a worker watching the file never reads half of it; the file is 0600
+// because it holds credentials.
+func writeLogin(srv *codextest.Server, l loginTarget) error {
+	login, err := srv.NewLogin(l.account)
+	if err != nil {
+		return err
+	}
+	dir := filepath.Dir(l.path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, ".auth-*.json") // created 0600
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name()) // after a successful rename, there is nothing left to remove
+	if _, err := f.Write(login.AuthJSON()); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), l.path)
 }

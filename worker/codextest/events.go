@@ -18,7 +18,12 @@ type evHead struct {
 
 func (h *evHead) setSeq(n int) { h.SequenceNumber = n }
 
-type sequenced interface{ setSeq(int) }
+func (h *evHead) eventType() string { return h.Type }
+
+type sequenced interface {
+	setSeq(int)
+	eventType() string
+}
 
 type usage struct {
 	InputTokens         int          `json:"input_tokens"`
@@ -110,6 +115,7 @@ type errorBody struct {
 	Type            string `json:"type"`
 	Code            string `json:"code,omitempty"`
 	Message         string `json:"message"`
+	PlanType        string `json:"plan_type,omitempty"`
 	ResetsAt        int64  `json:"resets_at,omitempty"`
 	ResetsInSeconds int    `json:"resets_in_seconds,omitempty"`
 }
@@ -209,14 +215,16 @@ const (
 	opClose1008               // send Close 1008 and close
 	opCloseConn               // write ev, send Close 1000 and close
 	opStall                   // stop here until the socket closes
+	opInfo                    // write raw, an event outside the response's numbering (named name)
 )
 
 // step is one timed action of a generation, at offset at from response.create.
 type step struct {
-	at  time.Duration
-	op  stepOp
-	ev  sequenced
-	raw []byte
+	at   time.Duration
+	op   stepOp
+	ev   sequenced
+	raw  []byte
+	name string // opInfo: the event type
 }
 
 // genRequest is what the server takes from a response.create frame.

@@ -36,9 +36,26 @@ type Options struct {
 	// "code":"websocket_connection_limit_reached",...}}, then a Close frame, and closes the socket,
 	// even while a response is in flight. 0 = never.
 	MaxConnAge time.Duration
-	// Token, when set, makes upgrades whose Authorization header is not "Bearer "+Token fail with
-	// 401 and a JSON body (which never echoes the header).
+	// Token, when set, makes upgrades and HTTP streaming requests whose Authorization header is
+	// not "Bearer "+Token fail with 401 and a JSON body (which never echoes the header). It is
+	// ignored when Accounts is set.
 	Token string
+	// Accounts, when set, are the accounts the server serves (see [Account]): every upgrade and
+	// HTTP request must carry a bearer token of one of them (its static Token or an access token
+	// issued by NewLogin or a refresh), else 401; Token is then ignored. Each account has its
+	// own upgrade bucket and usage windows, reported in x-codex-* headers and codex.rate_limits
+	// events. nil = no accounts: one anonymous origin, checked against Token only.
+	Accounts []Account
+	// TokenLifetime is the lifetime of issued access tokens (rounded up to whole seconds in their
+	// exp). 0 = DefaultTokenLifetime (1h).
+	TokenLifetime time.Duration
+	// RefreshLatency delays every answer of the token endpoint. The refresh token is spent when
+	// the request arrives, so a client that gives up before the answer has lost it. 0 = none.
+	RefreshLatency time.Duration
+	// WSOff answers every upgrade with 426 upgrade_required, as an origin without WebSockets
+	// does, while HTTP streaming keeps working; [Server.SetWSOff] switches it at run time.
+	// false = WebSockets on.
+	WSOff bool
 	// Logf, when set, receives one line per notable event (rejections, faults). nil = silent.
 	Logf func(format string, args ...any)
 }
@@ -59,7 +76,8 @@ func defaultBurst(rate float64, burst int) int {
 
 // BindFlags registers the options as flags on fs, with the current field values as defaults:
 // --latency --ttft --words --upgrade-rate --upgrade-burst --retry-after --max-conns
-// --max-conn-age --token.
+// --max-conn-age --token --token-lifetime --refresh-latency --ws-off. Accounts have no flag: see
+// [LoadAccounts].
 func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.Latency, "latency", o.Latency, "time from response.create to response.completed")
 	fs.DurationVar(&o.TTFT, "ttft", o.TTFT, "time to the first text delta (0 = evenly spaced)")
@@ -69,5 +87,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.RetryAfter, "retry-after", o.RetryAfter, "Retry-After sent with rate-limit 403s (0 = none)")
 	fs.IntVar(&o.MaxConns, "max-conns", o.MaxConns, "open socket cap, above it 503 (0 = unlimited)")
 	fs.DurationVar(&o.MaxConnAge, "max-conn-age", o.MaxConnAge, "socket lifetime before websocket_connection_limit_reached (0 = never)")
-	fs.StringVar(&o.Token, "token", o.Token, "required bearer token (empty = any)")
+	fs.StringVar(&o.Token, "token", o.Token, "required bearer token (empty = any; ignored with accounts)")
+	fs.DurationVar(&o.TokenLifetime, "token-lifetime", o.TokenLifetime, "lifetime of issued access tokens (0 = 1h)")
+	fs.DurationVar(&o.RefreshLatency, "refresh-latency", o.RefreshLatency, "delay of every /oauth/token answer (0 = none)")
+	fs.BoolVar(&o.WSOff, "ws-off", o.WSOff, "answer every WebSocket upgrade with 426; HTTP streaming keeps working")
 }

@@ -2,6 +2,7 @@ package codextest
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -29,11 +30,16 @@ const writeTimeout = 10 * time.Second
 const maxFrame = 16 << 20
 
 // A Server is a Codex origin listening on a loopback (or given) address, serving WebSocket
-// upgrades on every path except those under /_sim, which are its HTTP control endpoints.
+// upgrades and HTTP streaming (POST, server-sent events) on every path except those under /_sim,
+// which are its HTTP control endpoints, and RefreshPath, its OAuth token endpoint.
 // All methods are safe for concurrent use.
 type Server struct {
 	// URL is the origin's WebSocket URL, "ws://127.0.0.1:PORT/backend-api/codex/responses".
 	URL string
+	// HTTPURL is the same origin for HTTP streaming, "http://127.0.0.1:PORT/backend-api/codex/responses".
+	HTTPURL string
+	// RefreshURL is the OAuth token endpoint, "http://127.0.0.1:PORT/oauth/token".
+	RefreshURL string
 	// ControlURL is the base of the HTTP control endpoints, "http://127.0.0.1:PORT/_sim".
 	ControlURL string
 	// Listener is the server's listener; Close closes it.
@@ -45,9 +51,17 @@ type Server struct {
 	c        counters
 	ids      atomic.Uint64
 	wg       sync.WaitGroup // Serve, live HTTP connections, origin handlers and their sessions
+	done     chan struct{}  // closed by Close
+
+	// Fixed after Listen.
+	jwtKey   []byte              // signs issued tokens
+	accounts map[string]*account // by name; nil without Options.Accounts
+	acctList []*account          // in Options.Accounts order
+	byToken  map[string]*account // static tokens
 
 	mu         sync.Mutex
 	closed     bool
+	wsOff      bool
 	limiter    *rate.Limiter // nil = unlimited
 	retryAfter time.Duration // with rate-limit 403s
 	rejects    []rejectRule
@@ -60,6 +74,14 @@ type Server struct {
 	drops      uint64                // CloseClientConnections calls, to catch sockets mid-upgrade
 	peak       int64
 	closedConn chan struct{} // closed (and replaced) whenever a socket is unregistered
+
+	refreshTokens map[string]*refreshEntry // every refresh token issued
+	refreshFaults []refreshRule
+	streams       map[*stream]struct{} // HTTP streams in flight
+	abortCh       chan struct{}        // closed (and replaced) on every client abort
+	lastAbort     time.Time
+	lastHTTP      http.Header // of the latest HTTP streaming request
+	lastHTTPBody  []byte
 }
 
 type rejectRule struct {
@@ -84,10 +106,14 @@ func NewServer(opts Options) *Server {
 }
 
 // Listen starts a Server on addr (host:port; "" = "127.0.0.1:0"), for `codexpool sim --addr`.
-// When addr's host is unspecified, URL and ControlURL name 127.0.0.1.
+// When addr's host is unspecified, URL and ControlURL name 127.0.0.1. It fails on invalid
+// Options.Accounts, naming the field.
 func Listen(addr string, opts Options) (*Server, error) {
 	if addr == "" {
 		addr = "127.0.0.1:0"
+	}
+	if err := validateAccounts(opts.Accounts); err != nil {
+		return nil, fmt.Errorf("codextest: %w", err)
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -103,11 +129,32 @@ func Listen(addr string, opts Options) (*Server, error) {
 			HandshakeTimeout: 15 * time.Second,
 			CheckOrigin:      func(*http.Request) bool { return true },
 		},
-		retryAfter: opts.RetryAfter,
+		retryAfter:    opts.RetryAfter,
+		done:          make(chan struct{}),
+		wsOff:         opts.WSOff,
+		jwtKey:        make([]byte, 32),
+		refreshTokens: make(map[string]*refreshEntry),
+		streams:       make(map[*stream]struct{}),
+		abortCh:       make(chan struct{}),
+	}
+	rand.Read(s.jwtKey)
+	if len(opts.Accounts) > 0 {
+		s.accounts = make(map[string]*account, len(opts.Accounts))
+		s.byToken = make(map[string]*account)
+		for _, a := range opts.Accounts {
+			acct := newAccount(a)
+			s.accounts[a.Name] = acct
+			s.acctList = append(s.acctList, acct)
+			if a.Token != "" {
+				s.byToken[a.Token] = acct
+			}
+		}
 	}
 	s.SetUpgradeLimit(opts.UpgradeRate, opts.UpgradeBurst)
 	host := hostPort(ln.Addr())
 	s.URL = "ws://" + host + OriginPath
+	s.HTTPURL = "http://" + host + OriginPath
+	s.RefreshURL = "http://" + host + RefreshPath
 	s.ControlURL = "http://" + host + controlPrefix
 	s.srv = &http.Server{
 		Handler:           http.HandlerFunc(s.serveHTTP),
@@ -163,14 +210,15 @@ func (s *Server) Close() {
 		return
 	}
 	s.closed = true
+	close(s.done)
 	s.mu.Unlock()
 	s.srv.Close()
 	s.CloseClientConnections()
 	s.wg.Wait()
 }
 
-// CloseClientConnections drops every open socket and every hung upgrade: a TCP close, no Close
-// frame. The server keeps listening.
+// CloseClientConnections drops every open socket, every hung upgrade and every HTTP stream in
+// flight: a TCP close, no Close frame. The server keeps listening.
 func (s *Server) CloseClientConnections() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -178,40 +226,68 @@ func (s *Server) CloseClientConnections() {
 	for c := range s.conns {
 		c.Close()
 	}
+	for st := range s.streams {
+		close(st.drop)
+		delete(s.streams, st)
+	}
 }
 
 // Stats returns a snapshot of the counters.
 func (s *Server) Stats() Stats {
 	s.mu.Lock()
-	open, peak := s.open, s.peak
+	open, peak, lastAbort := s.open, s.peak, s.lastAbort
 	s.mu.Unlock()
-	return Stats{
-		UpgradesAccepted: s.c.upgradesAccepted.Load(),
-		UpgradesRejected: s.c.upgradesRejected.Load(),
-		Rejected403:      s.c.rejected403.Load(),
-		Responses:        s.c.responses.Load(),
-		Completed:        s.c.completed.Load(),
-		ReusedResponses:  s.c.reused.Load(),
-		BusyRejected:     s.c.busy.Load(),
-		Faults:           s.c.faults.Load(),
-		OpenSockets:      open,
-		PeakOpenSockets:  peak,
+	st := Stats{
+		UpgradesAccepted:   s.c.upgradesAccepted.Load(),
+		UpgradesRejected:   s.c.upgradesRejected.Load(),
+		Rejected403:        s.c.rejected403.Load(),
+		Upgrades426:        s.c.upgrades426.Load(),
+		Responses:          s.c.responses.Load(),
+		SSEResponses:       s.c.sse.Load(),
+		Completed:          s.c.completed.Load(),
+		ReusedResponses:    s.c.reused.Load(),
+		BusyRejected:       s.c.busy.Load(),
+		Faults:             s.c.faults.Load(),
+		OpenSockets:        open,
+		PeakOpenSockets:    peak,
+		HTTPRejected:       s.c.httpRejected.Load(),
+		Unauthorized:       s.c.unauthorized.Load(),
+		UsageLimited:       s.c.usageLimited.Load(),
+		ClientAborts:       s.c.clientAborts.Load(),
+		LastAbort:          lastAbort,
+		RefreshCalls:       s.c.refreshCalls.Load(),
+		RefreshOK:          s.c.refreshOK.Load(),
+		RefreshReused:      s.c.refreshReused.Load(),
+		RefreshInvalidated: s.c.refreshInvalidated.Load(),
 	}
+	if len(s.acctList) > 0 {
+		now := time.Now()
+		st.Accounts = make(map[string]AccountStats, len(s.acctList))
+		for _, a := range s.acctList {
+			st.Accounts[a.Name] = a.stats(now)
+		}
+	}
+	return st
 }
 
-// ResetStats zeroes the counters; PeakOpenSockets restarts from the sockets open now.
+// ResetStats zeroes the counters, the accounts' too, and LastAbort; PeakOpenSockets restarts
+// from the sockets open now. Usage windows keep their counts (see SetUsage).
 func (s *Server) ResetStats() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.c.reset()
+	for _, a := range s.acctList {
+		a.c.reset()
+	}
 	s.peak = s.open
+	s.lastAbort = time.Time{}
 }
 
-// Reset zeroes the counters (as ResetStats) and forgets every pending RejectNext, FaultNext and
-// InjectUpgradeFault. Limits and options stay.
+// Reset zeroes the counters (as ResetStats) and forgets every pending RejectNext, FaultNext,
+// InjectUpgradeFault and RefreshFaultNext. Limits, usage, logins and options stay.
 func (s *Server) Reset() {
 	s.mu.Lock()
-	s.rejects, s.faults, s.upFaults = nil, nil, nil
+	s.rejects, s.faults, s.upFaults, s.refreshFaults = nil, nil, nil, nil
 	s.mu.Unlock()
 	s.ResetStats()
 }
@@ -235,11 +311,11 @@ func (s *Server) SetRetryAfter(d time.Duration) {
 	s.mu.Unlock()
 }
 
-// RejectNext makes the next n upgrades fail with HTTP status (e.g. 401, 403, 426, 429, 500) and a
-// JSON body {"error":{"message":...,"type":...,"code":...}}, with Retry-After (whole seconds,
-// rounded up) when retryAfter > 0. Calls queue up: rules apply in the order they were given.
-// RejectNext is checked before the token check, MaxConns and the rate limit, and consumes no
-// rate-limit token.
+// RejectNext makes the next n upgrades or HTTP streaming requests fail with HTTP status (e.g.
+// 401, 403, 426, 429, 500) and a JSON body {"error":{"message":...,"type":...,"code":...}}, with
+// Retry-After (whole seconds, rounded up) when retryAfter > 0. Calls queue up: rules apply in the
+// order they were given. RejectNext is checked before the token check, MaxConns and the rate
+// limit, and consumes no rate-limit token; with WSOff, upgrades get 426 and consume no rule.
 func (s *Server) RejectNext(n int, status int, retryAfter time.Duration) {
 	if n <= 0 {
 		return
@@ -328,15 +404,30 @@ func popFault(q *[]faultRule) Fault {
 }
 
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path == controlPrefix || strings.HasPrefix(r.URL.Path, controlPrefix+"/") {
+	switch {
+	case r.URL.Path == controlPrefix || strings.HasPrefix(r.URL.Path, controlPrefix+"/"):
 		s.serveControl(w, r)
-		return
+	case r.URL.Path == RefreshPath:
+		s.serveRefresh(w, r)
+	default:
+		s.serveOrigin(w, r)
 	}
-	s.serveOrigin(w, r)
+}
+
+// SetWSOff switches WebSockets off (every upgrade answered 426 upgrade_required) or back on, at
+// run time; HTTP streaming is unaffected. Options.WSOff is the initial setting.
+func (s *Server) SetWSOff(off bool) {
+	s.mu.Lock()
+	s.wsOff = off
+	s.mu.Unlock()
 }
 
 func (s *Server) serveOrigin(w http.ResponseWriter, r *http.Request) {
 	if !websocket.IsWebSocketUpgrade(r) {
+		if r.Method == http.MethodPost {
+			s.serveStream(w, r)
+			return
+		}
 		writeError(w, http.StatusUpgradeRequired, 0, "upgrade_required", "This endpoint only accepts WebSocket upgrades.")
 		return
 	}
@@ -349,15 +440,16 @@ func (s *Server) serveOrigin(w http.ResponseWriter, r *http.Request) {
 	s.wg.Add(1) // the HTTP connection's own count is held, so this never races Close's Wait
 	defer s.wg.Done()
 	s.lastHeader = r.Header.Clone()
+	if s.wsOff {
+		s.mu.Unlock()
+		s.reject(w, http.StatusUpgradeRequired, 0, "", "")
+		return
+	}
 	epoch := s.drops
 	uf := popFault(&s.upFaults)
 	var rej rejectRule
-	if uf == FaultNone && len(s.rejects) > 0 {
-		q := &s.rejects[0]
-		rej = *q
-		if q.n--; q.n <= 0 {
-			s.rejects = s.rejects[1:]
-		}
+	if uf == FaultNone {
+		rej = s.popRejectLocked()
 	}
 	s.mu.Unlock()
 
@@ -371,21 +463,28 @@ func (s *Server) serveOrigin(w http.ResponseWriter, r *http.Request) {
 	case rej.status != 0:
 		s.reject(w, rej.status, rej.retryAfter, "", "")
 		return
-	case s.opts.Token != "" && r.Header.Get("Authorization") != "Bearer "+s.opts.Token:
-		s.reject(w, http.StatusUnauthorized, 0, "invalid_api_key", "Missing or invalid bearer token.")
+	}
+	now := time.Now()
+	acct, fail := s.authenticate(r, now)
+	if fail != nil {
+		s.reject(w, http.StatusUnauthorized, 0, fail.code, fail.msg)
 		return
+	}
+	var usage []WindowStats
+	if acct != nil {
+		usage = acct.use(now)
 	}
 
 	s.mu.Lock()
 	if s.opts.MaxConns > 0 && s.open >= int64(s.opts.MaxConns) {
 		s.mu.Unlock()
-		s.reject(w, http.StatusServiceUnavailable, 0, "too_many_connections", "Too many open connections.")
+		s.rejectFor(acct, w, http.StatusServiceUnavailable, 0, "too_many_connections", "Too many open connections.")
 		return
 	}
-	if s.limiter != nil && !s.limiter.Allow() {
+	if !s.allowUpgradeLocked(acct, now) {
 		ra := s.retryAfter
 		s.mu.Unlock()
-		s.reject(w, http.StatusForbidden, ra, "websocket_upgrade_rate_limited", "Too many WebSocket connection attempts; slow down.")
+		s.rejectFor(acct, w, http.StatusForbidden, ra, "websocket_upgrade_rate_limited", "Too many WebSocket connection attempts; slow down.")
 		return
 	}
 	// The socket counts as open (and accepted) before the 101 goes out, so a client that has
@@ -394,11 +493,23 @@ func (s *Server) serveOrigin(w http.ResponseWriter, r *http.Request) {
 	s.peak = max(s.peak, s.open)
 	s.mu.Unlock()
 	s.c.upgradesAccepted.Add(1)
+	var hdr http.Header
+	if acct != nil {
+		acct.c.accepted.Add(1)
+		if len(usage) > 0 {
+			hdr = make(http.Header)
+			setUsageHeaders(hdr, usage, now)
+		}
+	}
 
-	ws, err := s.upgrader.Upgrade(w, r, nil)
+	ws, err := s.upgrader.Upgrade(w, r, hdr)
 	if err != nil {
 		s.c.upgradesAccepted.Add(-1)
 		s.c.upgradesRejected.Add(1) // the upgrader has answered with an HTTP error
+		if acct != nil {
+			acct.c.accepted.Add(-1)
+			acct.c.rejected.Add(1)
+		}
 		s.unregister(nil)
 		s.logf("codextest: upgrade failed: %v", err)
 		return
@@ -426,7 +537,40 @@ func (s *Server) serveOrigin(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	newSession(s, ws).serve()
+	newSession(s, ws, acct, epoch).serve()
+}
+
+// allowUpgradeLocked takes a token from acct's bucket and from the global one, or from neither.
+// s.mu is held.
+func (s *Server) allowUpgradeLocked(acct *account, now time.Time) bool {
+	var res *rate.Reservation
+	if acct != nil && acct.lim != nil {
+		res = acct.lim.ReserveN(now, 1)
+		if !res.OK() || res.DelayFrom(now) > 0 {
+			res.CancelAt(now)
+			return false
+		}
+	}
+	if s.limiter != nil && !s.limiter.AllowN(now, 1) {
+		if res != nil {
+			res.CancelAt(now)
+		}
+		return false
+	}
+	return true
+}
+
+// popRejectLocked takes the next RejectNext rule (status 0 = none). s.mu is held.
+func (s *Server) popRejectLocked() rejectRule {
+	if len(s.rejects) == 0 {
+		return rejectRule{}
+	}
+	q := &s.rejects[0]
+	rej := *q
+	if q.n--; q.n <= 0 {
+		s.rejects = s.rejects[1:]
+	}
+	return rej
 }
 
 // register records an upgraded socket (already counted open) so it can be dropped; false if the
@@ -478,9 +622,25 @@ func (s *Server) hijackAndHold(w http.ResponseWriter, hold bool, epoch uint64) {
 
 // reject answers an upgrade with status and a JSON error body, and counts it.
 func (s *Server) reject(w http.ResponseWriter, status int, retryAfter time.Duration, code, msg string) {
+	s.rejectFor(nil, w, status, retryAfter, code, msg)
+}
+
+// rejectFor is reject for an upgrade authenticated as acct (nil = none), counted against it too.
+func (s *Server) rejectFor(acct *account, w http.ResponseWriter, status int, retryAfter time.Duration, code, msg string) {
 	s.c.upgradesRejected.Add(1)
-	if status == http.StatusForbidden {
+	switch status {
+	case http.StatusForbidden:
 		s.c.rejected403.Add(1)
+	case http.StatusUpgradeRequired:
+		s.c.upgrades426.Add(1)
+	case http.StatusUnauthorized:
+		s.c.unauthorized.Add(1)
+	}
+	if acct != nil {
+		acct.c.rejected.Add(1)
+		if status == http.StatusForbidden {
+			acct.c.rejected403.Add(1)
+		}
 	}
 	s.logf("codextest: upgrade rejected with %d", status)
 	if code == "" {
@@ -539,4 +699,37 @@ func writeError(w http.ResponseWriter, status int, retryAfter time.Duration, cod
 
 func writeClose(ws *websocket.Conn, code int, text string) {
 	_ = ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, text), time.Now().Add(writeTimeout))
+}
+
+// abort counts a client abort, unless the server itself ended the exchange: Close, or
+// CloseClientConnections since the exchange began at epoch.
+func (s *Server) abort(epoch uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || s.drops != epoch {
+		return
+	}
+	s.c.clientAborts.Add(1)
+	s.lastAbort = time.Now()
+	close(s.abortCh)
+	s.abortCh = make(chan struct{})
+}
+
+// WaitAborts waits until Stats.ClientAborts is at least n, or ctx ends (returning ctx.Err()).
+// With Stats.LastAbort it tells a test how soon the origin saw a client give up.
+func (s *Server) WaitAborts(ctx context.Context, n int64) error {
+	for {
+		s.mu.Lock()
+		if s.c.clientAborts.Load() >= n {
+			s.mu.Unlock()
+			return nil
+		}
+		ch := s.abortCh
+		s.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }

@@ -15,10 +15,13 @@ import (
 type session struct {
 	s          *Server
 	ws         *websocket.Conn
+	acct       *account      // the socket's account; nil without Options.Accounts
+	epoch      uint64        // Server.drops at the upgrade, to tell client aborts from server drops
 	frames     chan []byte   // text frames, reader -> run
 	readerDone chan struct{} // closed when the reader stops
 	done       chan struct{} // closed when run returns
 	served     int           // responses started on this socket
+	lost       bool          // a write failed: the client is gone
 }
 
 // generation is the response in flight on a session.
@@ -29,10 +32,12 @@ type generation struct {
 	seq   int
 }
 
-func newSession(s *Server, ws *websocket.Conn) *session {
+func newSession(s *Server, ws *websocket.Conn, acct *account, epoch uint64) *session {
 	return &session{
 		s:          s,
 		ws:         ws,
+		acct:       acct,
+		epoch:      epoch,
 		frames:     make(chan []byte),
 		readerDone: make(chan struct{}),
 		done:       make(chan struct{}),
@@ -98,16 +103,22 @@ func (sc *session) run() {
 			}
 			return
 		case <-sc.readerDone:
+			if g != nil {
+				sc.s.abort(sc.epoch)
+			}
 			return
 		}
 		if !ok {
+			if g != nil && sc.lost {
+				sc.s.abort(sc.epoch)
+			}
 			return
 		}
 	}
 }
 
-// frame handles one client text frame. It returns the generation in flight afterwards and
-// false when the socket must close.
+// frame handles one client text frame. It returns the generation in flight afterwards (or the
+// one that was in flight when the socket must close) and false when the socket must close.
 func (sc *session) frame(g *generation, data []byte, timer *time.Timer) (*generation, bool) {
 	var req struct {
 		Type string `json:"type"`
@@ -123,26 +134,68 @@ func (sc *session) frame(g *generation, data []byte, timer *time.Timer) (*genera
 		sc.s.c.busy.Add(1)
 		return g, sc.write(g, busyEvent()) == nil
 	}
-	p, err := sc.s.plan(req.Metadata)
-	if err != nil {
-		return nil, sc.write(nil, badRequestEvent(err.Error())) == nil
+	now := time.Now()
+	steps, refusal := sc.s.begin(sc.acct, &req.genRequest, false, now)
+	if refusal != nil {
+		return nil, sc.write(nil, refusal) == nil
 	}
-	s := sc.s
-	s.c.responses.Add(1)
 	if sc.served > 0 {
-		s.c.reused.Add(1)
+		sc.s.c.reused.Add(1)
 	}
 	sc.served++
+	g = &generation{start: now, steps: steps}
+	return sc.advance(g, timer)
+}
+
+// begin starts a response for acct (nil without accounts) at now, over HTTP streaming when sse:
+// an exhausted account is refused with usage_limit_reached (before any fault is drawn), bad
+// metadata with an invalid_request error; otherwise the response is counted and its timed steps
+// returned, led by a codex.rate_limits event when the account has usage windows.
+func (s *Server) begin(acct *account, req *genRequest, sse bool, now time.Time) ([]step, *errorEvent) {
+	var usage []WindowStats
+	if acct != nil {
+		ok, resetAt, u := acct.admit(now)
+		if !ok {
+			s.c.usageLimited.Add(1)
+			acct.c.usageLimited.Add(1)
+			s.logf("codextest: account %s: usage limit reached", acct.Name)
+			return nil, usageLimitEvent(acct.planType(), resetAt, now)
+		}
+		usage = u
+	}
+	p, err := s.plan(req.Metadata)
+	if err != nil {
+		return nil, badRequestEvent(err.Error())
+	}
+	s.c.responses.Add(1)
+	if sse {
+		s.c.sse.Add(1)
+	}
+	if acct != nil {
+		acct.c.responses.Add(1)
+		if sse {
+			acct.c.sse.Add(1)
+		}
+	}
 	if p.fault != FaultNone {
 		s.c.faults.Add(1)
 		s.logf("codextest: response fault %s", p.fault)
 	}
-	n := s.ids.Add(1)
-	id := strconv.FormatUint(n, 16)
-	now := time.Now()
-	prompt := promptOfInput(req.Input)
-	g = &generation{start: now, steps: buildSteps(p, &req.genRequest, prompt, "resp_sim"+id, "msg_sim"+id, now)}
-	return sc.advance(g, timer)
+	id := strconv.FormatUint(s.ids.Add(1), 16)
+	steps := buildSteps(p, req, promptOfInput(req.Input), "resp_sim"+id, "msg_sim"+id, now)
+	if len(usage) > 0 {
+		info := step{op: opInfo, name: evRateLimits, raw: rateLimitsJSON(acct.planType(), usage)}
+		steps = append([]step{info}, steps...)
+	}
+	return steps, nil
+}
+
+// completed counts a response.completed about to be sent for acct (nil = none).
+func (s *Server) completed(acct *account) {
+	s.c.completed.Add(1)
+	if acct != nil {
+		acct.complete(time.Now())
+	}
 }
 
 // plan resolves a response's settings: Options, overridden by metadata sim_latency_ms,
@@ -217,7 +270,7 @@ func (sc *session) advance(g *generation, timer *time.Timer) (*generation, bool)
 		}
 		g.idx++
 		if !sc.exec(g, st) {
-			return nil, false
+			return g, false
 		}
 	}
 	return nil, true
@@ -228,16 +281,20 @@ func (sc *session) exec(g *generation, st *step) bool {
 	case opText:
 		// Counted before the write: a client that has read the event finds it in Stats.
 		if re, ok := st.ev.(*responseEvent); ok && re.Type == evCompleted {
-			sc.s.c.completed.Add(1)
+			sc.s.completed(sc.acct)
 		}
 		return sc.write(g, st.ev) == nil
-	case opRaw, opBinary:
+	case opRaw, opBinary, opInfo:
 		typ := websocket.TextMessage
 		if st.op == opBinary {
 			typ = websocket.BinaryMessage
 		}
 		_ = sc.ws.SetWriteDeadline(time.Now().Add(writeTimeout))
-		return sc.ws.WriteMessage(typ, st.raw) == nil
+		if err := sc.ws.WriteMessage(typ, st.raw); err != nil {
+			sc.lost = true
+			return false
+		}
+		return true
 	case opCloseConn:
 		if sc.write(g, st.ev) == nil {
 			writeClose(sc.ws, websocket.CloseNormalClosure, codeConnLimit)
@@ -263,5 +320,9 @@ func (sc *session) write(g *generation, ev sequenced) error {
 		return err
 	}
 	_ = sc.ws.SetWriteDeadline(time.Now().Add(writeTimeout))
-	return sc.ws.WriteMessage(websocket.TextMessage, b)
+	if err := sc.ws.WriteMessage(websocket.TextMessage, b); err != nil {
+		sc.lost = true
+		return err
+	}
+	return nil
 }

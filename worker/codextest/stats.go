@@ -1,30 +1,61 @@
 package codextest
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+	"time"
+)
 
 // Stats are the server's counters, as returned by [Server.Stats] and GET ControlURL+"/stats".
 type Stats struct {
 	UpgradesAccepted int64 `json:"upgrades_accepted"` // 101 sent
 	UpgradesRejected int64 `json:"upgrades_rejected"` // any upgrade not answered with 101 (incl. hang/drop faults)
 	Rejected403      int64 `json:"rejected_403"`      // of those, with 403 (rate limit or RejectNext)
-	Responses        int64 `json:"responses"`         // response.create frames that started a response
-	Completed        int64 `json:"completed"`         // response.completed events sent
+	Upgrades426      int64 `json:"upgrades_426"`      // of those, with 426 (WSOff or RejectNext)
+	Responses        int64 `json:"responses"`         // responses started, over WebSocket and HTTP streaming
+	SSEResponses     int64 `json:"sse_responses"`     // of those, over HTTP streaming
+	Completed        int64 `json:"completed"`         // response.completed events sent, both transports
 	ReusedResponses  int64 `json:"reused_responses"`  // responses on a socket that had started one before
 	BusyRejected     int64 `json:"busy_rejected"`     // response.create refused: one already in flight
-	Faults           int64 `json:"faults"`            // faults applied, response- and upgrade-level
+	Faults           int64 `json:"faults"`            // faults applied: response-, upgrade- and refresh-level
 	OpenSockets      int64 `json:"open_sockets"`      // upgraded sockets open now
 	PeakOpenSockets  int64 `json:"peak_open_sockets"` // most open at once since start or ResetStats
+
+	// HTTPRejected counts HTTP streaming requests answered with an error status instead of a
+	// stream (RejectNext, 401, a bad body, usage_limit_reached).
+	HTTPRejected int64 `json:"http_rejected"`
+	// Unauthorized counts 401s, upgrades and HTTP requests.
+	Unauthorized int64 `json:"unauthorized"`
+	// UsageLimited counts responses refused with usage_limit_reached, both transports.
+	UsageLimited int64 `json:"usage_limited"`
+	// ClientAborts counts responses whose client went away before their terminal event: the
+	// socket closed or dropped mid-response, or the HTTP request ended mid-stream. Ends the
+	// server causes (faults, CloseClientConnections, MaxConnAge, Close) are not counted.
+	ClientAborts int64 `json:"client_aborts"`
+	// LastAbort is when the latest client abort was seen (zero = none since start or ResetStats).
+	LastAbort time.Time `json:"last_abort,omitzero"`
+
+	RefreshCalls       int64 `json:"refresh_calls"`       // POSTs to /oauth/token
+	RefreshOK          int64 `json:"refresh_ok"`          // of those, that spent a valid refresh token and issued new tokens
+	RefreshReused      int64 `json:"refresh_reused"`      // of those, answered refresh_token_reused (the family is revoked)
+	RefreshInvalidated int64 `json:"refresh_invalidated"` // of those, answered refresh_token_invalidated
+
+	// Accounts are the per-account counters by Account.Name; nil without Options.Accounts.
+	Accounts map[string]AccountStats `json:"accounts,omitempty"`
 }
 
 // counters are the atomically updated Stats fields; open and peak live under Server.mu.
 type counters struct {
-	upgradesAccepted, upgradesRejected, rejected403 atomic.Int64
-	responses, completed, reused, busy, faults      atomic.Int64
+	upgradesAccepted, upgradesRejected, rejected403, upgrades426 atomic.Int64
+	responses, sse, completed, reused, busy, faults              atomic.Int64
+	httpRejected, unauthorized, usageLimited, clientAborts       atomic.Int64
+	refreshCalls, refreshOK, refreshReused, refreshInvalidated   atomic.Int64
 }
 
 func (c *counters) reset() {
 	for _, v := range []*atomic.Int64{&c.upgradesAccepted, &c.upgradesRejected, &c.rejected403,
-		&c.responses, &c.completed, &c.reused, &c.busy, &c.faults} {
+		&c.upgrades426, &c.responses, &c.sse, &c.completed, &c.reused, &c.busy, &c.faults,
+		&c.httpRejected, &c.unauthorized, &c.usageLimited, &c.clientAborts,
+		&c.refreshCalls, &c.refreshOK, &c.refreshReused, &c.refreshInvalidated} {
 		v.Store(0)
 	}
 }

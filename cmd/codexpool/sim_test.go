@@ -1,0 +1,167 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+// TestSimFlagErrors: bad --accounts files and --write-login values fail with exit code 2 and a
+// message naming what is wrong, before anything listens.
+func TestSimFlagErrors(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, data string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good := write("good.yaml", "- {name: alice, token: t}\n")
+	tests := []struct {
+		name       string
+		args       []string
+		wantMsg    string
+		wantErrOut string
+	}{
+		{name: "bad window length", args: []string{"--accounts", write("a.yaml", "- name: a\n  windows: [{length: 5x, budget: 1}]\n")},
+			wantMsg: "accounts[0].windows[0].length"},
+		{name: "unknown field", args: []string{"--accounts", write("b.json", `[{"name":"a","budjet":3}]`)}, wantMsg: "accounts[0].budjet"},
+		{name: "bad burst", args: []string{"--accounts", write("c.yaml", "- {name: a, upgrade_burst: many}\n")}, wantMsg: "accounts[0].upgrade_burst"},
+		{name: "missing file", args: []string{"--accounts", filepath.Join(dir, "nope.yaml")}, wantMsg: "nope.yaml"},
+		{name: "login without accounts", args: []string{"--write-login", "alice=" + filepath.Join(dir, "x.json")}, wantMsg: `no account "alice"`},
+		{name: "login of an unknown account", args: []string{"--accounts", good, "--write-login", "bob=" + filepath.Join(dir, "x.json")}, wantMsg: `no account "bob"`},
+		{name: "login not NAME=PATH", args: []string{"--write-login", "alice"}, wantErrOut: "want NAME=PATH"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			args := append([]string{"sim", "--addr", "127.0.0.1:0"}, tt.args...)
+			err := run(context.Background(), args, func(string) string { return "" }, strings.NewReader(""), &stdout, &stderr)
+			var ee exitError
+			if !errors.As(err, &ee) || ee.code != 2 {
+				t.Fatalf("run(%q) = %v, want exit code 2", args, err)
+			}
+			if !strings.Contains(ee.msg, tt.wantMsg) || !strings.Contains(stderr.String(), tt.wantErrOut) {
+				t.Errorf("message %q stderr %q, want %q / %q", ee.msg, stderr.String(), tt.wantMsg, tt.wantErrOut)
+			}
+			if strings.Contains(stdout.String(), "origin") {
+				t.Errorf("stdout %q: the simulator started", stdout.String())
+			}
+		})
+	}
+}
+
+// TestSimAccountsAndLogin runs `codexpool sim` with an accounts file, --write-login, --ws-off and
+// --token-lifetime, and uses the written auth.json against it over loopback.
+func TestSimAccountsAndLogin(t *testing.T) {
+	dir := t.TempDir()
+	accounts := filepath.Join(dir, "accounts.yaml")
+	os.WriteFile(accounts, []byte("accounts:\n  - name: alice\n    account_id: acct-1\n    windows: [{length: 5h, budget: 10}]\n"), 0o600)
+	authPath := filepath.Join(dir, "alice", "auth.json")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout, stderr syncBuffer
+	done := make(chan error, 1)
+	args := []string{"sim", "--addr", "127.0.0.1:0", "--accounts", accounts, "--write-login", "alice=" + authPath,
+		"--ws-off", "--token-lifetime", "2m", "--words", "3"}
+	go func() {
+		done <- run(ctx, args, func(string) string { return "" }, strings.NewReader(""), &stdout, &stderr)
+	}()
+
+	urlRE := regexp.MustCompile(`http origin (\S+)`)
+	var httpURL string
+	deadline := time.Now().Add(10 * time.Second)
+	for httpURL == "" {
+		if m := urlRE.FindStringSubmatch(stdout.String()); m != nil && strings.Contains(stdout.String(), "login for alice") {
+			httpURL = m[1]
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("sim exited: %v\n%s", err, stderr.String())
+		case <-time.After(10 * time.Millisecond): // polling interval
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no URL printed: %q", stdout.String())
+		}
+	}
+	if !strings.Contains(stdout.String(), "refresh http://") {
+		t.Errorf("stdout %q lacks the refresh URL", stdout.String())
+	}
+
+	fi, err := os.Stat(authPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Errorf("auth.json mode %v, want 0600", fi.Mode().Perm())
+	}
+	var auth struct {
+		AuthMode string            `json:"auth_mode"`
+		Tokens   map[string]string `json:"tokens"`
+	}
+	b, _ := os.ReadFile(authPath)
+	if err := json.Unmarshal(b, &auth); err != nil || auth.AuthMode != "chatgpt" || auth.Tokens["account_id"] != "acct-1" {
+		t.Fatalf("auth.json %s: %v", b, err)
+	}
+	payload, _ := base64.RawURLEncoding.DecodeString(strings.Split(auth.Tokens["access_token"], ".")[1])
+	var claims struct{ Iat, Exp int64 }
+	json.Unmarshal(payload, &claims)
+	if d := claims.Exp - claims.Iat; d < 120 || d > 121 {
+		t.Errorf("access token lives %ds, want 120 (--token-lifetime 2m)", d)
+	}
+
+	// --ws-off: the upgrade gets 426; HTTP streaming with the login's token works.
+	wsURL := "ws" + strings.TrimPrefix(httpURL, "http")
+	h := http.Header{"Authorization": {"Bearer " + auth.Tokens["access_token"]}}
+	if c, resp, err := websocket.DefaultDialer.Dial(wsURL, h); err == nil || resp == nil || resp.StatusCode != 426 {
+		if c != nil {
+			c.Close()
+		}
+		t.Errorf("upgrade with --ws-off: err %v resp %v, want 426", err, resp)
+	}
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	req, _ := http.NewRequest(http.MethodPost, httpURL, strings.NewReader(`{"model":"m","input":"hi","stream":true}`))
+	req.Header = h.Clone()
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last string
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if name, ok := strings.CutPrefix(sc.Text(), "event: "); ok {
+			last = name
+		}
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || last != "response.completed" || resp.Header.Get("x-codex-primary-used-percent") != "0" {
+		t.Errorf("HTTP streaming: %d, last event %q, used-percent %q; want 200, response.completed, 0",
+			resp.StatusCode, last, resp.Header.Get("x-codex-primary-used-percent"))
+	}
+
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("sim: %v", err)
+	}
+	out := stdout.String()
+	if !strings.Contains(out, "final stats") || !strings.Contains(out, `"sse_responses":1`) || !strings.Contains(out, `"upgrades_426":1`) {
+		t.Errorf("final stats %q, want 1 SSE response and 1 upgrade refused with 426", out)
+	}
+}

@@ -1,0 +1,149 @@
+package codextest
+
+import (
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"math"
+	"time"
+)
+
+// DefaultTokenLifetime is the lifetime of issued access tokens when Options.TokenLifetime is 0.
+const DefaultTokenLifetime = time.Hour
+
+// A Login is a ChatGPT login issued by [Server.NewLogin] or by a refresh: what a Codex CLI keeps
+// in its auth.json.
+type Login struct {
+	// AccessToken is a JWT accepted as a bearer token for the account until ExpiresAt.
+	AccessToken string
+	// RefreshToken is single-use: POST it to RefreshURL for new tokens.
+	RefreshToken string
+	// IDToken is a JWT with the same account claims; it is not a bearer token.
+	IDToken string
+	// AccountID is the account's Account.AccountID ("" = none).
+	AccountID string
+	// ExpiresAt is the access token's exp.
+	ExpiresAt time.Time
+	// IssuedAt is when the tokens were issued (auth.json's last_refresh).
+	IssuedAt time.Time
+}
+
+// AuthJSON returns l as a Codex CLI auth.json:
+//
+//	{"auth_mode":"chatgpt","OPENAI_API_KEY":null,
+//	 "tokens":{"id_token":...,"access_token":...,"refresh_token":...,"account_id":...},
+//	 "last_refresh":"2026-08-14T09:54:11.493646Z"}
+//
+// with account_id null when l.AccountID is empty.
+func (l Login) AuthJSON() []byte {
+	var f struct {
+		AuthMode string  `json:"auth_mode"`
+		APIKey   *string `json:"OPENAI_API_KEY"`
+		Tokens   struct {
+			IDToken      string  `json:"id_token"`
+			AccessToken  string  `json:"access_token"`
+			RefreshToken string  `json:"refresh_token"`
+			AccountID    *string `json:"account_id"`
+		} `json:"tokens"`
+		LastRefresh string `json:"last_refresh"`
+	}
+	f.AuthMode = "chatgpt"
+	f.Tokens.IDToken, f.Tokens.AccessToken, f.Tokens.RefreshToken = l.IDToken, l.AccessToken, l.RefreshToken
+	if l.AccountID != "" {
+		f.Tokens.AccountID = &l.AccountID
+	}
+	f.LastRefresh = l.IssuedAt.UTC().Format(time.RFC3339Nano)
+	b, _ := json.MarshalIndent(&f, "", "  ")
+	return append(b, '\n')
+}
+
+// A tokenFamily is every refresh token descended from one login. Reusing a spent member revokes
+// the whole family.
+type tokenFamily struct {
+	acct    *account
+	revoked bool
+}
+
+type refreshEntry struct {
+	fam   *tokenFamily
+	spent bool
+}
+
+func (o Options) tokenLifetime() time.Duration {
+	if o.TokenLifetime <= 0 {
+		return DefaultTokenLifetime
+	}
+	return o.TokenLifetime
+}
+
+// NewLogin issues a new login (a new token family) for the named account, as a `codex login`
+// would. It fails when the account is unknown.
+func (s *Server) NewLogin(account string) (Login, error) {
+	acct := s.accounts[account]
+	if acct == nil {
+		return Login{}, fmt.Errorf("codextest: unknown account %q", account)
+	}
+	fam := &tokenFamily{acct: acct}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.issueLocked(fam, time.Now()), nil
+}
+
+// issueLocked mints tokens for fam at now and records the new refresh token. s.mu is held.
+func (s *Server) issueLocked(fam *tokenFamily, now time.Time) Login {
+	a := fam.acct
+	exp := unixCeil(now.Add(s.opts.tokenLifetime()))
+	c := tokenClaims{
+		Iss:  "codextest",
+		Aud:  audAccess,
+		Sub:  a.Name,
+		Iat:  now.Unix(),
+		Exp:  exp,
+		Jti:  rand.Text(),
+		Auth: authClaim{ChatGPTAccountID: a.AccountID, ChatGPTPlanType: a.planType()},
+	}
+	l := Login{AccountID: a.AccountID, ExpiresAt: time.Unix(exp, 0), IssuedAt: now}
+	l.AccessToken = signJWT(s.jwtKey, &c)
+	c.Aud, c.Jti, c.Email = audID, rand.Text(), a.Name+"@codextest.invalid"
+	l.IDToken = signJWT(s.jwtKey, &c)
+	l.RefreshToken = "rt_" + rand.Text()
+	s.refreshTokens[l.RefreshToken] = &refreshEntry{fam: fam}
+	return l
+}
+
+// refreshOutcome is what a refresh token is worth when presented.
+type refreshOutcome struct {
+	acct  *account // nil for an unknown token
+	login Login    // set when ok
+	ok    bool
+	code  string // when !ok: codeRefreshReused or codeRefreshInvalidated
+}
+
+const (
+	codeRefreshReused      = "refresh_token_reused"
+	codeRefreshInvalidated = "refresh_token_invalidated"
+)
+
+// rotate spends tok and issues its successor; a spent token revokes its family.
+func (s *Server) rotate(tok string, now time.Time) refreshOutcome {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.refreshTokens[tok]
+	switch {
+	case e == nil:
+		return refreshOutcome{code: codeRefreshInvalidated}
+	case e.fam.revoked:
+		return refreshOutcome{acct: e.fam.acct, code: codeRefreshInvalidated}
+	case e.spent:
+		e.fam.revoked = true
+		return refreshOutcome{acct: e.fam.acct, code: codeRefreshReused}
+	}
+	e.spent = true
+	return refreshOutcome{acct: e.fam.acct, ok: true, login: s.issueLocked(e.fam, now)}
+}
+
+// expiresIn is the expires_in of a refresh answer: the lifetime, not the time to exp, which is
+// rounded up to a whole second.
+func (o Options) expiresIn() int64 {
+	return int64(math.Ceil(o.tokenLifetime().Seconds()))
+}
