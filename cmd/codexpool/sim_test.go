@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/codexpool/codexpool/internal/testutil"
 )
 
 // TestSimFlagErrors: bad --accounts files and --write-login values fail with exit code 2 and a
@@ -74,7 +76,7 @@ func TestSimAccountsAndLogin(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stdout, stderr syncBuffer
+	var stdout, stderr testutil.SyncBuffer
 	done := make(chan error, 1)
 	args := []string{"sim", "--addr", "127.0.0.1:0", "--accounts", accounts, "--write-login", "alice=" + authPath,
 		"--ws-off", "--token-lifetime", "2m", "--words", "3"}
