@@ -15,6 +15,7 @@ type snapshots struct {
 	dials, upgrades, retries                      *prometheus.Desc
 	socketsOpen, socketsIdle, reused, discarded   *prometheus.Desc
 	natsReconnects, natsConnected                 *prometheus.Desc
+	jobs, jobsRunning                             *prometheus.Desc
 }
 
 func newSnapshots(m *Metrics, worker, version string) *snapshots {
@@ -52,6 +53,9 @@ func newSnapshots(m *Metrics, worker, version string) *snapshots {
 
 		natsReconnects: d("nats_reconnects_total", "Reconnections of the worker's NATS connection."),
 		natsConnected:  d("nats_connected", "1 while the NATS connection is up."),
+
+		jobs:        d("jobs_total", "Durable jobs by event: pulled, acked (result written first), skipped (result existed), retried (handed back with a delay), released (handed back at shutdown), terminated (no result possible), redelivered (received again).", "event"),
+		jobsRunning: d("jobs_running", "Durable jobs running now (each holds an in-flight slot)."),
 	}
 }
 
@@ -60,7 +64,7 @@ func (s *snapshots) Describe(ch chan<- *prometheus.Desc) {
 		s.info, s.ready, s.requests, s.received, s.forwarded, s.busy, s.noReply, s.inflight,
 		s.maxInflight, s.draining, s.gateSpacing, s.gateWaited, s.gateStarts, s.gateRejs, s.dials,
 		s.upgrades, s.retries, s.socketsOpen, s.socketsIdle, s.reused, s.discarded,
-		s.natsReconnects, s.natsConnected,
+		s.natsReconnects, s.natsConnected, s.jobs, s.jobsRunning,
 	} {
 		ch <- d
 	}
@@ -96,6 +100,15 @@ func (s *snapshots) Collect(ch chan<- prometheus.Metric) {
 		gauge(s.inflight, float64(st.Inflight))
 		gauge(s.maxInflight, float64(st.MaxInflight))
 		gauge(s.draining, b(st.Draining))
+		if j := st.Jobs; j != nil {
+			for event, n := range map[string]uint64{
+				"pulled": j.Pulled, "acked": j.Acked, "skipped": j.Skipped, "retried": j.Retried,
+				"released": j.Released, "terminated": j.Terminated, "redelivered": j.Redelivered,
+			} {
+				counter(s.jobs, float64(n), event)
+			}
+			gauge(s.jobsRunning, float64(j.Running))
+		}
 	}
 	if src.Gate != nil {
 		g := src.Gate()

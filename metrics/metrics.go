@@ -12,12 +12,14 @@
 package metrics
 
 import (
+	"net/http"
+	"sync/atomic"
+	"time"
+
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"net/http"
-	"sync/atomic"
 
 	"github.com/codexpool/codexpool/gate"
 	"github.com/codexpool/codexpool/queue"
@@ -52,6 +54,7 @@ type Metrics struct {
 	duration   *prometheus.HistogramVec
 	firstEvent prometheus.Histogram
 	gateWait   prometheus.Histogram
+	kvWrite    prometheus.Histogram
 	src        atomic.Pointer[Sources]
 }
 
@@ -76,10 +79,15 @@ func New(worker, version string) *Metrics {
 			Buckets: []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 		}),
 	}
+	m.kvWrite = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: Namespace, Name: "jobs_result_write_seconds",
+		Help:    "Time a durable job's result took to write to the results bucket (before the ack).",
+		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+	})
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.duration, m.firstEvent, m.gateWait,
+		m.duration, m.firstEvent, m.gateWait, m.kvWrite,
 		newSnapshots(m, worker, version),
 	)
 	for _, o := range []string{"ok", "error"} {
@@ -117,6 +125,14 @@ func (m *Metrics) ObserveGeneration(g worker.Generation) {
 	if g.Dialed {
 		m.gateWait.Observe(g.GateWait.Seconds())
 	}
+}
+
+// ObserveResultWrite records the time one job result took to write to KV.
+func (m *Metrics) ObserveResultWrite(d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.kvWrite.Observe(d.Seconds())
 }
 
 // Ready reports what /readyz answers.

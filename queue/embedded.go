@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"strconv"
 	"time"
 
@@ -13,11 +14,24 @@ import (
 // embeddedReadyTimeout bounds how long StartEmbedded waits for the server to accept clients.
 const embeddedReadyTimeout = 10 * time.Second
 
-// StartEmbedded starts an in-process NATS server (nats-server/v2, JetStream off) listening on addr,
-// e.g. "127.0.0.1:4222"; port 0 picks a free port (read it back with ClientURL). Other processes can
-// connect to it and join the pool. It returns once the server accepts connections; the caller stops
-// it with Shutdown and WaitForShutdown. Server log lines go to logger (nil: discarded).
-func StartEmbedded(addr string, logger *slog.Logger) (*server.Server, error) {
+// EmbeddedOption configures StartEmbedded.
+type EmbeddedOption func(*server.Options)
+
+// WithJetStream turns JetStream on, with its file store in dir (created when missing). Two
+// servers must never share a store directory.
+func WithJetStream(dir string) EmbeddedOption {
+	return func(o *server.Options) {
+		o.JetStream = true
+		o.StoreDir = dir
+	}
+}
+
+// StartEmbedded starts an in-process NATS server (nats-server/v2; JetStream off unless
+// WithJetStream) listening on addr, e.g. "127.0.0.1:4222"; port 0 picks a free port (read it back
+// with ClientURL). Other processes can connect to it and join the pool. It returns once the server
+// accepts connections; the caller stops it with Shutdown and WaitForShutdown. Server log lines go
+// to logger (nil: discarded).
+func StartEmbedded(addr string, logger *slog.Logger, options ...EmbeddedOption) (*server.Server, error) {
 	host, portStr, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, fmt.Errorf("queue: embedded NATS address %q: %w", addr, err)
@@ -34,7 +48,14 @@ func StartEmbedded(addr string, logger *slog.Logger) (*server.Server, error) {
 		Host:       host,
 		Port:       port,
 		NoSigs:     true,
-		JetStream:  false,
+	}
+	for _, o := range options {
+		o(opts)
+	}
+	if opts.JetStream {
+		if err := os.MkdirAll(opts.StoreDir, 0o700); err != nil {
+			return nil, fmt.Errorf("queue: embedded NATS store: %w", err)
+		}
 	}
 	ns, err := server.NewServer(opts)
 	if err != nil {

@@ -57,7 +57,7 @@ func (s *Service) forwardDraining(fwd *nats.Msg, id string) {
 	unavailable := schemas.Errorf(schemas.CodeUnavailable, "worker %s is shutting down and no other worker took the request", s.cfg.WorkerID)
 	fail := func() {
 		s.st.countError(unavailable.Code)
-		s.replyError(fwd.Reply, id, 0, unavailable)
+		s.replyError(target{reply: fwd.Reply, id: id}, 0, unavailable)
 		s.endRefusedStream(fwd.Reply, id, fwd.Data)
 	}
 	// Only the first message on the reply subject matters (the status, or the other worker's first

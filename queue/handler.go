@@ -127,23 +127,6 @@ func (s *Service) endRefusedStream(reply, id string, payload []byte) {
 	}
 }
 
-// replyError publishes an error reply outside micro's handler; the caller counts it. seq > 0 adds
-// Codex-Seq (streams).
-func (s *Service) replyError(reply, id string, seq int, e *schemas.Error) {
-	m := &nats.Msg{Subject: reply, Data: e.Body(), Header: nats.Header{
-		schemas.HeaderServiceErrorCode: {strconv.Itoa(e.Status)},
-		schemas.HeaderServiceError:     {e.Message},
-		schemas.HeaderRequestID:        {id},
-		schemas.HeaderWorker:           {s.cfg.WorkerID},
-	}}
-	if seq > 0 {
-		m.Header.Set(schemas.HeaderSeq, strconv.Itoa(seq))
-	}
-	if err := s.nc.PublishMsg(m); err != nil {
-		s.log.Warn("cannot send error reply", "request_id", id, "error", err)
-	}
-}
-
 func cloneHeader(h nats.Header) nats.Header {
 	out := make(nats.Header, len(h)+1)
 	for k, v := range h {

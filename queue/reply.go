@@ -19,72 +19,140 @@ var errStreamClosed = errors.New("queue: emit after the generation returned")
 // errGeneratorPanic is the error of a generation whose Generator panicked.
 var errGeneratorPanic = errors.New("queue: the generator panicked")
 
+// target is where a generation's messages go: a reply subject ("" = nowhere) and the headers
+// that name the request (and the job) on every message.
+type target struct {
+	reply string
+	id    string // Codex-Request-Id
+	job   string // Codex-Job-Id; "" for codex.generate requests
+}
+
+// header returns the headers every message to t carries.
+func (s *Service) header(t target) nats.Header {
+	h := nats.Header{
+		schemas.HeaderRequestID: {t.id},
+		schemas.HeaderWorker:    {s.cfg.WorkerID},
+	}
+	if t.job != "" {
+		h.Set(schemas.HeaderJobID, t.job)
+	}
+	return h
+}
+
+// outcome is how one generation ended.
+type outcome struct {
+	// payload is the one-shot reply: the response with output_text. A streamed generation that
+	// captured its response.completed event has it too (jobs store it).
+	payload []byte
+	err     *schemas.Error
+	seq     int // streamed: the last Codex-Seq published
+	events  int // streamed: events published to the target
+}
+
+// body is what codex.generate would reply: the payload, or the error body.
+func (o outcome) body() []byte {
+	if o.err != nil {
+		return o.err.Body()
+	}
+	return o.payload
+}
+
 // run executes one generation in its own goroutine and answers on reply.
 func (s *Service) run(r *schemas.Request, reply string, deadline, received time.Time) {
-	s.st.started.Add(1)
-	s.st.inflight.Add(1)
 	ctx, cancel := context.WithDeadline(s.base, deadline)
 	defer cancel()
-	// Attributes are added per line, not with log.With: most generations log nothing.
-	log := s.log
+	t := target{reply: reply, id: r.ID}
+	o := s.execute(ctx, r, t, r.Stream, false)
+	s.finish(r, o, received)
+	<-s.slot // free before the last message, so whoever got the reply sees a free slot
+	s.answer(t, r.Stream, o)
+}
 
-	var (
-		e       *schemas.Error
-		payload []byte
-		seq     int
-	)
-	if r.Stream {
-		st := &stream{s: s, reply: reply, id: r.ID}
+// execute runs r, streaming its events to t when streamed is set (capturing the completed response
+// as the payload when capture is set), and maps what the Generator returned to the contract.
+func (s *Service) execute(ctx context.Context, r *schemas.Request, t target, streamed, capture bool) outcome {
+	s.st.started.Add(1)
+	s.st.inflight.Add(1)
+	var o outcome
+	if streamed {
+		st := &stream{s: s, t: t, capture: capture}
 		_, err := s.generate(ctx, r, st.emit)
-		seq = st.close()
+		o.seq, o.payload = st.close()
+		o.events = o.seq
 		if err != nil {
-			e = asError(ctx, err)
+			o.err = asError(ctx, err)
+		} else if capture && o.payload == nil {
+			o.err = schemas.Errorf(schemas.CodeUpstreamError, "the stream ended without response.completed")
 		}
-	} else {
-		var err error
-		payload, err = s.generate(ctx, r, nil)
-		switch {
-		case err != nil:
-			e = asError(ctx, err)
-		case len(payload) == 0:
-			e = schemas.Errorf(schemas.CodeUpstreamError, "the generation returned an empty reply")
-		}
+		return o
 	}
+	payload, err := s.generate(ctx, r, nil)
+	switch {
+	case err != nil:
+		o.err = asError(ctx, err)
+	case len(payload) == 0:
+		o.err = schemas.Errorf(schemas.CodeUpstreamError, "the generation returned an empty reply")
+	default:
+		o.payload = payload
+	}
+	return o
+}
 
-	// Count and free the slot before the last message goes out, so whoever got the reply sees
-	// final stats and a free slot.
+// finish counts a finished generation (before its last message goes out, so whoever got the
+// reply sees final stats).
+func (s *Service) finish(r *schemas.Request, o outcome, received time.Time) {
 	took := time.Since(received)
 	s.st.latencyNS.Add(int64(took))
-	if e != nil {
+	if e := o.err; e != nil {
 		s.st.failed.Add(1)
 		s.st.countError(e.Code)
-		log.Info("generation failed", "request_id", r.ID, "stream", r.Stream, "status", e.Status, "code", e.Code, "error", e.Message, "duration", took)
+		s.log.Info("generation failed", "request_id", r.ID, "stream", r.Stream, "status", e.Status, "code", e.Code, "error", e.Message, "duration", took)
 	} else {
 		s.st.completed.Add(1)
-		log.Debug("generation completed", "request_id", r.ID, "stream", r.Stream, "duration", took)
+		s.log.Debug("generation completed", "request_id", r.ID, "stream", r.Stream, "duration", took)
 	}
 	s.st.inflight.Add(-1)
-	<-s.slot
+}
 
+// answer sends the end of a generation to t: for a stream the error (if any) and the sentinel,
+// else the reply or the error.
+func (s *Service) answer(t target, streamed bool, o outcome) {
+	if t.reply == "" {
+		return
+	}
 	switch {
-	case r.Stream:
-		if e != nil {
-			s.replyError(reply, r.ID, seq+1, e)
+	case streamed:
+		if o.err != nil {
+			s.replyError(t, o.seq+1, o.err)
 		}
-		// The end-of-stream sentinel: empty payload, no headers, always last.
-		if err := s.nc.Publish(reply, nil); err != nil {
-			log.Warn("cannot send end-of-stream sentinel", "request_id", r.ID, "error", err)
-		}
-	case e != nil:
-		s.replyError(reply, r.ID, 0, e)
+		s.sentinel(t)
+	case o.err != nil:
+		s.replyError(t, 0, o.err)
 	default:
-		m := &nats.Msg{Subject: reply, Data: payload, Header: nats.Header{
-			schemas.HeaderRequestID: {r.ID},
-			schemas.HeaderWorker:    {s.cfg.WorkerID},
-		}}
-		if err := s.nc.PublishMsg(m); err != nil {
-			log.Warn("cannot send reply", "request_id", r.ID, "error", err)
+		if err := s.nc.PublishMsg(&nats.Msg{Subject: t.reply, Data: o.payload, Header: s.header(t)}); err != nil {
+			s.log.Warn("cannot send reply", "request_id", t.id, "error", err)
 		}
+	}
+}
+
+// sentinel ends a stream: an empty payload and no headers, always last.
+func (s *Service) sentinel(t target) {
+	if err := s.nc.Publish(t.reply, nil); err != nil {
+		s.log.Warn("cannot send end-of-stream sentinel", "request_id", t.id, "error", err)
+	}
+}
+
+// replyError publishes an error reply outside micro's handler; the caller counts it. seq > 0 adds
+// Codex-Seq (streams).
+func (s *Service) replyError(t target, seq int, e *schemas.Error) {
+	h := s.header(t)
+	h.Set(schemas.HeaderServiceErrorCode, strconv.Itoa(e.Status))
+	h.Set(schemas.HeaderServiceError, e.Message)
+	if seq > 0 {
+		h.Set(schemas.HeaderSeq, strconv.Itoa(seq))
+	}
+	if err := s.nc.PublishMsg(&nats.Msg{Subject: t.reply, Data: e.Body(), Header: h}); err != nil {
+		s.log.Warn("cannot send error reply", "request_id", t.id, "error", err)
 	}
 }
 
@@ -101,13 +169,14 @@ func (s *Service) generate(ctx context.Context, r *schemas.Request, emit func([]
 
 // stream publishes the events of one streamed generation, numbering them with Codex-Seq.
 type stream struct {
-	s     *Service
-	reply string
-	id    string
+	s       *Service
+	t       target
+	capture bool // keep the response of response.completed (with output_text)
 
-	mu     sync.Mutex
-	seq    int
-	closed bool
+	mu        sync.Mutex
+	seq       int
+	closed    bool
+	completed []byte
 }
 
 // emit publishes one event. Empty events are skipped: only the sentinel may be empty.
@@ -120,22 +189,26 @@ func (st *stream) emit(event []byte) error {
 	if len(event) == 0 {
 		return nil
 	}
-	st.seq++
-	m := &nats.Msg{Subject: st.reply, Data: event, Header: nats.Header{
-		schemas.HeaderSeq:       {strconv.Itoa(st.seq)},
-		schemas.HeaderRequestID: {st.id},
-		schemas.HeaderWorker:    {st.s.cfg.WorkerID},
-	}}
-	if err := st.s.nc.PublishMsg(m); err != nil {
-		return err
+	if st.capture {
+		if raw, ok := schemas.CompletedResponse(event); ok {
+			if resp, err := schemas.WithOutputText(raw); err == nil {
+				st.completed = resp
+			}
+		}
 	}
-	return nil
+	if st.t.reply == "" {
+		return nil
+	}
+	st.seq++
+	h := st.s.header(st.t)
+	h.Set(schemas.HeaderSeq, strconv.Itoa(st.seq))
+	return st.s.nc.PublishMsg(&nats.Msg{Subject: st.t.reply, Data: event, Header: h})
 }
 
-// close ends emitting and returns the last Codex-Seq used.
-func (st *stream) close() int {
+// close ends emitting and returns the last Codex-Seq used and the captured response.
+func (st *stream) close() (int, []byte) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.closed = true
-	return st.seq
+	return st.seq, st.completed
 }

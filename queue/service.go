@@ -54,6 +54,11 @@ type Config struct {
 	Logger          *slog.Logger  // default: discard
 	// StatsData returns extra fields (gate, pool, ...) merged into the endpoint's stats data.
 	StatsData func() map[string]any
+	// Jobs, when set, makes the service consume durable jobs from JetStream too (see JobsConfig);
+	// NewService then creates the stream, consumer and bucket when they are missing.
+	Jobs *JobsConfig
+	// ObserveResultWrite, when set, receives the time each job result took to write to KV.
+	ObserveResultWrite func(time.Duration)
 }
 
 // DefaultWorkerID returns the default worker id, "<hostname>-<pid>": stable for the process's
@@ -109,6 +114,11 @@ type Service struct {
 	stopped  chan struct{} // closed once the subscription is gone from the server
 
 	st counters
+
+	jobs     *jobStore // nil: no jobs
+	jst      jobCounters
+	jobStop  chan struct{} // closed by Shutdown: the pull loop stops
+	jobsDone chan struct{} // closed when the pull loop has returned
 }
 
 // NewService registers the micro service "codexpool" with the endpoint "generate" on cfg.Subject in
@@ -191,8 +201,30 @@ func NewService(nc *nats.Conn, cfg Config, gen Generator) (*Service, error) {
 	}
 	s.svc = svc
 	s.microSubs = nc.NumSubscriptions() - subsBefore
+	if cfg.Jobs != nil {
+		jcfg := cfg.Jobs.withDefaults()
+		ctx, cancel := context.WithTimeout(context.Background(), jobsSetupTimeout)
+		js, err := setupJobs(ctx, nc, jcfg, s.log)
+		cancel()
+		if err != nil {
+			_ = svc.Stop()
+			s.cancel(nil)
+			return nil, err
+		}
+		s.jobs = js
+		s.jobStop, s.jobsDone = make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(s.jobsDone)
+			s.pullJobs(s.jobStop)
+		}()
+		s.log.Info("consuming durable jobs", "stream", jcfg.Stream, "consumer", schemas.JobsConsumer,
+			"bucket", jcfg.Bucket, "ack_wait", jcfg.AckWait, "max_attempts", jcfg.MaxAttempts)
+	}
 	return s, nil
 }
+
+// jobsSetupTimeout bounds finding or creating the stream, consumer and bucket at start.
+const jobsSetupTimeout = 10 * time.Second
 
 // WorkerID returns the id this service answers with in the Codex-Worker header.
 func (s *Service) WorkerID() string { return s.cfg.WorkerID }
@@ -206,6 +238,9 @@ func (s *Service) WorkerID() string { return s.cfg.WorkerID }
 // subscription's last messages are answered.
 func (s *Service) Shutdown(ctx context.Context) error {
 	s.stopOnce.Do(func() {
+		if s.jobs != nil {
+			close(s.jobStop) // pull no more jobs; the running ones finish below
+		}
 		s.drainMu.Lock()
 		s.draining = true
 		s.drainMu.Unlock()
@@ -224,6 +259,9 @@ func (s *Service) Shutdown(ctx context.Context) error {
 		// handler to finish its last message and stay idle for handlerQuiet.
 		s.waitSubsBelow(fctx, subsBefore-s.microSubs)
 		s.waitHandlerQuiet(fctx)
+		if s.jobs != nil {
+			<-s.jobsDone // at most one FetchWait
+		}
 		close(s.stopped)
 	})
 	err := s.waitIdle(ctx)

@@ -29,6 +29,8 @@ type Stats struct {
 	// generations; LatencyAvg is LatencySum / (Completed+Failed).
 	LatencySum time.Duration `json:"latency_sum_ns"`
 	LatencyAvg time.Duration `json:"latency_avg_ns"`
+	// Jobs counts durable jobs; nil when the service does not consume them.
+	Jobs *JobStats `json:"jobs,omitempty"`
 }
 
 type counters struct {
@@ -66,6 +68,10 @@ func (s *Service) Stats() Stats {
 	s.drainMu.RUnlock()
 	if n := st.Completed + st.Failed; n > 0 {
 		st.LatencyAvg = st.LatencySum / time.Duration(n)
+	}
+	if s.jobs != nil {
+		js := s.jst.snapshot()
+		st.Jobs = &js
 	}
 	s.st.mu.Lock()
 	st.Errors = maps.Clone(s.st.errors)

@@ -130,3 +130,22 @@ func ParseErrorBody(body []byte) (*Error, error) {
 	}
 	return e, nil
 }
+
+// ResultError reports whether body, a stored job result or any reply body, is an error body
+// ({"error": {...}} and nothing else) and returns the error. A response object, whose "error"
+// field is null or sits beside "id" and "output", is not one.
+func ResultError(body []byte) (*Error, bool) {
+	var top map[string]json.RawMessage
+	if json.Unmarshal(body, &top) != nil || len(top) != 1 {
+		return nil, false
+	}
+	raw, ok := top["error"]
+	if !ok || string(raw) == "null" {
+		return nil, false
+	}
+	e, err := ParseErrorBody(body)
+	if err != nil {
+		return nil, false
+	}
+	return e, true
+}

@@ -96,3 +96,25 @@ func TestAsError(t *testing.T) {
 		t.Error("nil: got ok")
 	}
 }
+
+func TestResultError(t *testing.T) {
+	tests := []struct {
+		name string
+		body string
+		want Code // "" = not an error body
+	}{
+		{"error body", `{"error":{"code":"upstream_error","message":"m","status":502}}`, CodeUpstreamError},
+		{"response with a null error", `{"id":"resp_1","status":"completed","error":null,"output_text":"hi"}`, ""},
+		{"response with an error field", `{"id":"resp_1","error":{"code":"x"},"output":[]}`, ""},
+		{"null error alone", `{"error":null}`, ""},
+		{"not JSON", `nope`, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e, ok := ResultError([]byte(tt.body))
+			if ok != (tt.want != "") || (ok && e.Code != tt.want) {
+				t.Errorf("ResultError(%s) = %v, %v; want code %q", tt.body, e, ok, tt.want)
+			}
+		})
+	}
+}

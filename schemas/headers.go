@@ -10,6 +10,13 @@ const (
 	// because it was full or shutting down (see queue).
 	HeaderHops = "Codex-Hops"
 
+	// HeaderReplyTo on a job names a core subject that also gets its reply (or its stream).
+	HeaderReplyTo = "Codex-Reply-To"
+	// HeaderJobID on the messages a job publishes to its Codex-Reply-To names the job.
+	HeaderJobID = "Codex-Job-Id"
+	// HeaderMsgID is JetStream's de-duplication header; on a job it is the job id.
+	HeaderMsgID = "Nats-Msg-Id"
+
 	// NATS micro error headers.
 	HeaderServiceError     = "Nats-Service-Error"
 	HeaderServiceErrorCode = "Nats-Service-Error-Code"

@@ -39,6 +39,10 @@ type PoolConfig struct {
 	NATSTLSCert  string `envconfig:"NATS_TLS_CERT" desc:"PEM client certificate for NATS (with CODEXPOOL_NATS_TLS_KEY)"`
 	NATSTLSKey   string `envconfig:"NATS_TLS_KEY" desc:"PEM key of the NATS client certificate"`
 	Subject      string `envconfig:"SUBJECT" default:"codex.generate" desc:"subject of generation requests"`
+
+	JobsSubject   string `envconfig:"JOBS_SUBJECT" default:"codex.jobs" desc:"durable jobs: the stream captures JOBS_SUBJECT.>, jobs are published to JOBS_SUBJECT.submit"`
+	JobsStream    string `envconfig:"JOBS_STREAM" default:"CODEXPOOL_JOBS" desc:"durable jobs: the JetStream stream"`
+	ResultsBucket string `envconfig:"RESULTS_BUCKET" default:"CODEXPOOL_RESULTS" desc:"durable jobs: the KV bucket of results (key = job id)"`
 }
 
 // loadPoolConfig reads the pool settings of a client subcommand from the environment.
@@ -47,10 +51,42 @@ func loadPoolConfig(cmd string) (PoolConfig, error) {
 	if err := envconfig.Process(envPrefix, &c); err != nil {
 		return c, fmt.Errorf("%s: %w", cmd, err)
 	}
-	if c.Subject == "" || strings.ContainsAny(c.Subject, " \t\r\n") {
-		return c, fmt.Errorf("%s: %s_SUBJECT: must be a NATS subject, got %q", cmd, envPrefix, c.Subject)
+	if err := c.validate(cmd); err != nil {
+		return c, err
 	}
 	return c, nil
+}
+
+// validate checks the subjects and names.
+func (c PoolConfig) validate(cmd string) error {
+	for _, v := range []struct{ name, value string }{
+		{"SUBJECT", c.Subject}, {"JOBS_SUBJECT", c.JobsSubject},
+	} {
+		if v.value == "" || strings.ContainsAny(v.value, " \t\r\n*>") {
+			return fmt.Errorf("%s: %s_%s: must be a NATS subject without wildcards, got %q", cmd, envPrefix, v.name, v.value)
+		}
+	}
+	for _, v := range []struct{ name, value string }{
+		{"JOBS_STREAM", c.JobsStream}, {"RESULTS_BUCKET", c.ResultsBucket},
+	} {
+		if !validName(v.value) {
+			return fmt.Errorf("%s: %s_%s: must be letters, digits, - and _, got %q", cmd, envPrefix, v.name, v.value)
+		}
+	}
+	return nil
+}
+
+// validName reports whether s is a valid JetStream stream or KV bucket name.
+func validName(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for _, r := range s {
+		if !(r == '-' || r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			return false
+		}
+	}
+	return true
 }
 
 // dial connects a command-line client to url (default: the configured server, else the local
@@ -88,7 +124,17 @@ type workerConfig struct {
 	QueueGroup       string `envconfig:"QUEUE_GROUP" default:"codexpool" desc:"queue group every worker joins"`
 	WorkerID         string `envconfig:"WORKER_ID" desc:"this worker's id in replies, logs and stats; default <hostname>-<pid>"`
 
+	EmbeddedNATSStore string `envconfig:"EMBEDDED_NATS_STORE" desc:"JetStream store of the embedded NATS server; default $XDG_STATE_HOME/codexpool/nats (~/.local/state/codexpool/nats)"`
+
 	MetricsAddr string `envconfig:"METRICS_ADDR" desc:"where to serve Prometheus /metrics, /healthz and /readyz, e.g. 127.0.0.1:9464; empty = off"`
+
+	Jobs              string        `envconfig:"JOBS" default:"auto" desc:"durable jobs: auto (consume them when the server has JetStream), on (fail at start without it), off"`
+	JobsReplicas      int           `envconfig:"JOBS_REPLICAS" default:"1" desc:"replicas of the jobs stream and the results bucket when this worker creates them (3 on a cluster)"`
+	JobsDedup         time.Duration `envconfig:"JOBS_DEDUP" default:"2m" desc:"the stream's duplicate window: a Nats-Msg-Id seen within it is dropped"`
+	JobsAckWait       time.Duration `envconfig:"JOBS_ACK_WAIT" default:"60s" desc:"a job whose worker went silent this long is delivered again"`
+	JobsMaxAttempts   int           `envconfig:"JOBS_MAX_ATTEMPTS" default:"5" desc:"deliveries of a job that fails with 403, 429, 5xx or 504 before its error is the result"`
+	JobsMaxAckPending int           `envconfig:"JOBS_MAX_ACK_PENDING" default:"10000" desc:"jobs in flight across the pool (the consumer's MaxAckPending): at least the sum of every worker's MAX_INFLIGHT"`
+	ResultsTTL        time.Duration `envconfig:"RESULTS_TTL" default:"24h" desc:"how long a job's result stays in the results bucket"`
 
 	CodexURL       string `envconfig:"CODEX_URL" default:"https://chatgpt.com/backend-api/codex/responses" desc:"Codex origin; http(s) and ws(s) accepted"`
 	CodexToken     string `envconfig:"CODEX_TOKEN" desc:"bearer token (API key or ChatGPT access token)"`
@@ -125,7 +171,10 @@ func loadWorkerConfig() (workerConfig, error) {
 // defaultWorkerConfig returns the documented defaults, ignoring the environment.
 func defaultWorkerConfig() workerConfig {
 	return workerConfig{
-		PoolConfig:       PoolConfig{Subject: "codex.generate"},
+		PoolConfig: PoolConfig{Subject: "codex.generate", JobsSubject: "codex.jobs", JobsStream: "CODEXPOOL_JOBS",
+			ResultsBucket: "CODEXPOOL_RESULTS"},
+		Jobs: "auto", JobsReplicas: 1, JobsDedup: 2 * time.Minute, JobsAckWait: 60 * time.Second,
+		JobsMaxAttempts: 5, JobsMaxAckPending: 10000, ResultsTTL: 24 * time.Hour,
 		EmbeddedNATSAddr: "127.0.0.1:4222", QueueGroup: "codexpool",
 		CodexURL: "https://chatgpt.com/backend-api/codex/responses", CodexAuthFile: "~/.codex/auth.json",
 		Model: "gpt-5.1-codex", Gate: "adaptive", ForbiddenCooldownMS: 3000, WSReuse: true,
@@ -142,9 +191,24 @@ func settingError(name, format string, args ...any) error {
 // validate checks values a type cannot: ranges and enumerations.
 func (c workerConfig) validate() error {
 	bad := settingError
+	if err := c.PoolConfig.validate("worker"); err != nil {
+		return err
+	}
 	switch {
-	case c.Subject == "" || strings.ContainsAny(c.Subject, " \t\r\n"):
-		return bad("SUBJECT", "must be a NATS subject, got %q", c.Subject)
+	case c.Jobs != "auto" && c.Jobs != "on" && c.Jobs != "off":
+		return bad("JOBS", "must be auto, on or off, got %q", c.Jobs)
+	case c.JobsReplicas < 1 || c.JobsReplicas > 5:
+		return bad("JOBS_REPLICAS", "must be 1 to 5, got %d", c.JobsReplicas)
+	case c.JobsDedup <= 0:
+		return bad("JOBS_DEDUP", "must be positive, got %s", c.JobsDedup)
+	case c.JobsAckWait < time.Second:
+		return bad("JOBS_ACK_WAIT", "must be at least 1s, got %s", c.JobsAckWait)
+	case c.JobsMaxAttempts < 1:
+		return bad("JOBS_MAX_ATTEMPTS", "must be at least 1, got %d", c.JobsMaxAttempts)
+	case c.JobsMaxAckPending < 1:
+		return bad("JOBS_MAX_ACK_PENDING", "must be at least 1, got %d", c.JobsMaxAckPending)
+	case c.ResultsTTL < time.Second:
+		return bad("RESULTS_TTL", "must be at least 1s, got %s", c.ResultsTTL)
 	case c.QueueGroup == "" || strings.ContainsAny(c.QueueGroup, " \t\r\n"):
 		return bad("QUEUE_GROUP", "must be a non-empty name without spaces, got %q", c.QueueGroup)
 	case c.MaxInflight < 1:
@@ -233,6 +297,29 @@ func (c workerConfig) queue() queue.Config {
 		MaxRequestBytes: c.MaxRequestBytes,
 		RequestTimeout:  c.RequestTimeout,
 	}
+}
+
+// jobs returns the durable jobs configuration.
+func (c workerConfig) jobs() queue.JobsConfig {
+	return queue.JobsConfig{
+		Subject: c.JobsSubject, Stream: c.JobsStream, Bucket: c.ResultsBucket, Replicas: c.JobsReplicas,
+		Dedup: c.JobsDedup, AckWait: c.JobsAckWait, MaxAttempts: c.JobsMaxAttempts,
+		ResultsTTL: c.ResultsTTL, MaxAckPending: c.JobsMaxAckPending,
+	}
+}
+
+// embeddedStore returns the embedded server's JetStream store directory.
+func (c workerConfig) embeddedStore() string {
+	if c.EmbeddedNATSStore != "" {
+		return c.EmbeddedNATSStore
+	}
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "codexpool", "nats")
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(home, ".local", "state", "codexpool", "nats")
+	}
+	return filepath.Join(os.TempDir(), "codexpool-nats")
 }
 
 // printSettings writes the settings table of spec (variable, default, meaning) to w.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync/atomic"
 	"time"
 
@@ -84,7 +85,11 @@ func runWorker(ctx context.Context, e env, args []string) error {
 	url := cfg.NATSURL
 	var ns *server.Server
 	if url == "" {
-		ns, err = queue.StartEmbedded(cfg.EmbeddedNATSAddr, log)
+		var opts []queue.EmbeddedOption
+		if cfg.Jobs != "off" {
+			opts = append(opts, queue.WithJetStream(cfg.embeddedStore()))
+		}
+		ns, err = queue.StartEmbedded(cfg.EmbeddedNATSAddr, log, opts...)
 		if err != nil {
 			return err
 		}
@@ -93,7 +98,7 @@ func runWorker(ctx context.Context, e env, args []string) error {
 			ns.WaitForShutdown()
 		}()
 		url = ns.ClientURL()
-		log.Info("embedded NATS server started", "url", url)
+		log.Info("embedded NATS server started", "url", url, "jetstream", cfg.Jobs != "off")
 	}
 	if sec.Kind() != "none" || sec.TLS() {
 		log.Info("NATS security", "auth", sec.Kind(), "tls", sec.TLS(), "client_cert", sec.TLSCert != "")
@@ -106,6 +111,12 @@ func runWorker(ctx context.Context, e env, args []string) error {
 
 	qcfg := cfg.queue()
 	qcfg.Logger, qcfg.StatsData = log, w.StatsData
+	if qcfg.Jobs, err = jobsFor(ctx, cfg, nc, log); err != nil {
+		return err
+	}
+	if met != nil {
+		qcfg.ObserveResultWrite = met.ObserveResultWrite
+	}
 	svc, err := queue.NewService(nc, qcfg, w)
 	if err != nil {
 		return err
@@ -155,4 +166,29 @@ func serviceVersion() string {
 		v = v[1:]
 	}
 	return v
+}
+
+// jobsFor decides whether this worker consumes durable jobs: CODEXPOOL_JOBS=on needs JetStream,
+// auto uses it when the server has it, off never.
+func jobsFor(ctx context.Context, cfg workerConfig, nc *nats.Conn, log *slog.Logger) (*queue.JobsConfig, error) {
+	if cfg.Jobs == "off" {
+		return nil, nil
+	}
+	actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	ok, err := queue.JetStreamAvailable(actx, nc)
+	switch {
+	case err != nil && cfg.Jobs == "on":
+		return nil, fmt.Errorf("worker: CODEXPOOL_JOBS=on: %w", err)
+	case err != nil:
+		log.Warn("durable jobs off: cannot tell whether the server has JetStream", "error", err)
+		return nil, nil
+	case !ok && cfg.Jobs == "on":
+		return nil, errors.New("worker: CODEXPOOL_JOBS=on but the NATS server has no JetStream (start it with --jetstream)")
+	case !ok:
+		log.Info("durable jobs off: the NATS server has no JetStream")
+		return nil, nil
+	}
+	jc := cfg.jobs()
+	return &jc, nil
 }

@@ -40,12 +40,18 @@ type Options struct {
 	// RetryBusy is how often a request answered 429 worker_busy is sent again, after a jittered
 	// backoff (or the error's retry-after); default 3, negative for none.
 	RetryBusy int
+	// JobsSubject is the jobs subject prefix: Submit publishes to JobsSubject+".submit"; default
+	// "codex.jobs".
+	JobsSubject string
+	// ResultsBucket is the KV bucket of job results; default "CODEXPOOL_RESULTS".
+	ResultsBucket string
 }
 
 // Client sends generation requests to the pool. It is safe for concurrent use.
 type Client struct {
 	nc   *nats.Conn
 	opts Options
+	jsState
 }
 
 // Reply is a successful generation.
@@ -69,6 +75,12 @@ func New(nc *nats.Conn, opts Options) *Client {
 	}
 	if opts.RetryBusy < 0 {
 		opts.RetryBusy = 0
+	}
+	if opts.JobsSubject == "" {
+		opts.JobsSubject = schemas.DefaultJobsSubject
+	}
+	if opts.ResultsBucket == "" {
+		opts.ResultsBucket = schemas.DefaultResultsBucket
 	}
 	return &Client{nc: nc, opts: opts}
 }

@@ -1,0 +1,313 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/codexpool/codexpool/schemas"
+	"github.com/codexpool/codexpool/schemas/validate"
+)
+
+// Durable jobs: every worker pulls from one durable consumer, one job per free in-flight slot, so
+// a worker never holds a job it is not working on and jobs and requests share MaxInflight. A job
+// is kept alive with InProgress while it runs, its result is written to the results bucket, and
+// only then is it acked: a worker that dies loses nothing, its jobs come back after AckWait.
+
+// Backoff of a job that failed with a retryable error: doubling from jobRetryBase, at least the
+// origin's retry time. A retry time longer than jobMaxRetryDelay ends the job with the error
+// instead of parking it for hours.
+const (
+	jobRetryBase     = time.Second
+	jobMaxRetryDelay = time.Hour
+)
+
+// JobStats are the job counters, published in the endpoint's stats data and as metrics.
+type JobStats struct {
+	Pulled      uint64        `json:"pulled"`      // jobs received from the consumer
+	Running     int64         `json:"running"`     // jobs running now (each holds a slot)
+	Acked       uint64        `json:"acked"`       // finished: result written, then acked
+	Skipped     uint64        `json:"skipped"`     // acked without a generation: the result existed
+	Retried     uint64        `json:"retried"`     // handed back with a delay after a retryable error
+	Terminated  uint64        `json:"terminated"`  // ended without a result (an invalid job id)
+	Redelivered uint64        `json:"redelivered"` // received with a delivery count above 1
+	Released    uint64        `json:"released"`    // handed back at once (shutdown)
+	KVWrites    uint64        `json:"kv_writes"`
+	KVWriteSum  time.Duration `json:"kv_write_sum_ns"`
+	KVWriteAvg  time.Duration `json:"kv_write_avg_ns"`
+}
+
+// pullJobs is the pull loop: it takes a free slot, then asks for one job. It ends when stop is
+// closed; a job that arrives after that is handed back at once.
+func (s *Service) pullJobs(stop <-chan struct{}) {
+	for {
+		select {
+		case s.slot <- struct{}{}:
+		case <-stop:
+			return
+		}
+		msg, err := s.jobs.consumer.Next(jetstream.FetchMaxWait(s.jobs.cfg.FetchWait))
+		select {
+		case <-stop:
+			if msg != nil {
+				_ = msg.Nak()
+				s.jst.released.Add(1)
+			}
+			<-s.slot
+			return
+		default:
+		}
+		if err != nil {
+			<-s.slot
+			if !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
+				s.log.Warn("jobs: pull failed; retrying", "error", err)
+				select {
+				case <-stop:
+					return
+				case <-time.After(s.jobs.cfg.FetchWait):
+				}
+			}
+			continue
+		}
+		s.jst.pulled.Add(1)
+		if !s.goTrack(func() { s.runJob(msg) }) {
+			_ = msg.Nak()
+			s.jst.released.Add(1)
+			<-s.slot
+		}
+	}
+}
+
+// runJob runs one job that holds a slot, and frees the slot when it is done.
+func (s *Service) runJob(msg jetstream.Msg) {
+	defer func() { <-s.slot }()
+	s.jst.running.Add(1)
+	defer s.jst.running.Add(-1)
+	received := time.Now()
+	hdr := msg.Headers()
+	meta, err := msg.Metadata()
+	if err != nil {
+		s.log.Warn("jobs: message without JetStream metadata; terminated", "error", err)
+		_ = msg.Term()
+		s.jst.terminated.Add(1)
+		return
+	}
+	if meta.NumDelivered > 1 {
+		s.jst.redelivered.Add(1)
+	}
+	crashLoop := meta.NumDelivered > uint64(2*s.jobs.cfg.MaxAttempts)
+	id := hdr.Get(schemas.HeaderMsgID)
+	if id == "" {
+		id = strconv.FormatUint(meta.Sequence.Stream, 10)
+	}
+	requestID := hdr.Get(schemas.HeaderRequestID)
+	if requestID == "" {
+		requestID = id
+	}
+	t := target{reply: hdr.Get(schemas.HeaderReplyTo), id: requestID, job: id}
+	if !schemas.ValidJobID(id) {
+		// Not a valid KV key: there is nowhere to put a result.
+		e := schemas.Errorf(schemas.CodeInvalidRequest, "job id %q must match [A-Za-z0-9_=-]{1,128}", truncateID(id))
+		s.log.Info("jobs: invalid job id; terminated", "request_id", requestID, "seq", meta.Sequence.Stream)
+		s.answerRefused(t, msg.Data(), e)
+		_ = msg.TermWithReason("invalid job id")
+		s.jst.terminated.Add(1)
+		return
+	}
+	log := s.log.With("job", id, "request_id", requestID, "delivery", meta.NumDelivered)
+
+	ctx, cancel := context.WithCancel(s.base)
+	defer cancel()
+	if _, err := s.jobs.results.Get(ctx, id); err == nil {
+		// A redelivery after the result was written (the ack was lost): nothing to do again.
+		log.Debug("jobs: result exists; acked without a generation")
+		s.ack(ctx, msg, log)
+		s.jst.skipped.Add(1)
+		return
+	} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
+		log.Warn("jobs: cannot read the results bucket; will retry", "error", err)
+		s.retry(msg, 0, meta.NumDelivered, log)
+		return
+	}
+
+	if crashLoop {
+		// Deliveries beyond the attempts are workers that died or stalled on it: stop.
+		s.finishJob(ctx, msg, t, false, outcome{err: schemas.Errorf(schemas.CodeUpstreamError,
+			"the job was delivered %d times without finishing", meta.NumDelivered)}, log)
+		return
+	}
+
+	// Keep the job alive while it runs, so a generation longer than AckWait is not redelivered.
+	stopKeepAlive := s.keepAlive(msg)
+	defer stopKeepAlive()
+
+	timeout := s.cfg.RequestTimeout
+	if v := hdr.Get(schemas.HeaderTimeout); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			s.finishJob(ctx, msg, t, false, outcome{err: schemas.Errorf(schemas.CodeInvalidRequest,
+				"%s header %q is not a positive Go duration (e.g. 90s)", schemas.HeaderTimeout, v)}, log)
+			return
+		}
+		timeout = min(timeout, d)
+	}
+	if n := len(msg.Data()); n > s.cfg.MaxRequestBytes {
+		s.finishJob(ctx, msg, t, false, outcome{err: schemas.Errorf(schemas.CodeRequestTooLarge,
+			"request is %d bytes, more than the %d this worker accepts", n, s.cfg.MaxRequestBytes)}, log)
+		return
+	}
+	r, err := validate.Request(msg.Data())
+	if err != nil {
+		se, ok := schemas.AsError(err)
+		if !ok {
+			se = schemas.Errorf(schemas.CodeInvalidRequest, "%v", err)
+		}
+		s.finishJob(ctx, msg, t, r != nil && r.Stream, outcome{err: se}, log)
+		return
+	}
+	r.ID = requestID
+
+	gctx, gcancel := context.WithDeadline(ctx, received.Add(timeout))
+	streamed := r.Stream && t.reply != ""
+	o := s.execute(gctx, r, t, streamed, streamed)
+	gcancel()
+	s.finish(r, o, received)
+
+	if o.err != nil && context.Cause(s.base) != nil && errors.Is(context.Cause(s.base), errShutdown) {
+		// Cut off by shutdown: another worker takes it at once.
+		if streamed {
+			s.answer(t, true, o)
+		}
+		_ = msg.Nak()
+		s.jst.released.Add(1)
+		log.Info("jobs: handed back at shutdown")
+		return
+	}
+	if o.err != nil && retryable(o.err) && o.events == 0 && meta.NumDelivered < uint64(s.jobs.cfg.MaxAttempts) {
+		if wait := o.err.RetryAfter; wait <= jobMaxRetryDelay {
+			log.Info("jobs: retryable failure; handed back", "status", o.err.Status, "code", o.err.Code)
+			s.retry(msg, wait, meta.NumDelivered, log)
+			return
+		}
+	}
+	s.finishJob(ctx, msg, t, streamed, o, log)
+}
+
+// finishJob writes the job's result, answers its Codex-Reply-To and acks it, in that order.
+func (s *Service) finishJob(ctx context.Context, msg jetstream.Msg, t target, streamed bool, o outcome, log *slog.Logger) {
+	start := time.Now()
+	if _, err := s.jobs.results.Put(ctx, t.job, o.body()); err != nil {
+		// Without the result the job must run again: do not ack it.
+		log.Warn("jobs: cannot write the result; handing the job back", "error", err)
+		_ = msg.NakWithDelay(jobRetryBase)
+		s.jst.retried.Add(1)
+		return
+	}
+	s.jst.kvWrite(time.Since(start))
+	if s.cfg.ObserveResultWrite != nil {
+		s.cfg.ObserveResultWrite(time.Since(start))
+	}
+	s.answer(t, streamed, o)
+	s.ack(ctx, msg, log)
+}
+
+// ack acks msg and waits for the server's confirmation.
+func (s *Service) ack(ctx context.Context, msg jetstream.Msg, log *slog.Logger) {
+	actx, cancel := context.WithTimeout(ctx, forwardProbeTimeout)
+	defer cancel()
+	if err := msg.DoubleAck(actx); err != nil {
+		// The result is stored: a redelivery finds it and acks without a new generation.
+		log.Warn("jobs: ack unconfirmed", "error", err)
+	}
+	s.jst.acked.Add(1)
+}
+
+// retry hands msg back to the consumer after at least wait (the origin's retry time), doubling
+// from jobRetryBase with each delivery.
+func (s *Service) retry(msg jetstream.Msg, wait time.Duration, delivered uint64, log *slog.Logger) {
+	d := jobRetryBase << min(max(delivered, 1)-1, 16)
+	d = min(max(d, wait), jobMaxRetryDelay)
+	if err := msg.NakWithDelay(d); err != nil {
+		log.Warn("jobs: cannot hand the job back; it returns after the ack wait", "error", err)
+	}
+	s.jst.retried.Add(1)
+}
+
+// keepAlive sends InProgress every third of AckWait until the returned func is called.
+func (s *Service) keepAlive(msg jetstream.Msg) (stop func()) {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(max(s.jobs.cfg.AckWait/3, 10*time.Millisecond))
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				_ = msg.InProgress()
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-finished
+	}
+}
+
+// answerRefused sends a refusal to a job's Codex-Reply-To (with the sentinel when the payload asks
+// for a stream), as codex.generate does.
+func (s *Service) answerRefused(t target, payload []byte, e *schemas.Error) {
+	if t.reply == "" {
+		return
+	}
+	s.replyError(t, 0, e)
+	s.endRefusedStream(t.reply, t.id, payload)
+}
+
+// retryable reports whether a job that failed with e may succeed when run again: 403, 429, 5xx
+// and 504 may; 400, 401 and 413 never do.
+func retryable(e *schemas.Error) bool {
+	switch e.Code {
+	case schemas.CodeInvalidRequest, schemas.CodeRequestTooLarge, schemas.CodeUpstreamUnauthorized:
+		return false
+	}
+	return e.Status == 403 || e.Status == 429 || e.Status >= 500
+}
+
+func truncateID(id string) string {
+	if len(id) > 64 {
+		return id[:64] + "..."
+	}
+	return id
+}
+
+// jobCounters are the atomically updated JobStats fields.
+type jobCounters struct {
+	pulled, acked, skipped, retried, terminated, redelivered, released, kvWrites atomic.Uint64
+	running, kvWriteNS                                                           atomic.Int64
+}
+
+func (c *jobCounters) kvWrite(d time.Duration) {
+	c.kvWrites.Add(1)
+	c.kvWriteNS.Add(int64(d))
+}
+
+func (c *jobCounters) snapshot() JobStats {
+	st := JobStats{
+		Pulled: c.pulled.Load(), Running: c.running.Load(), Acked: c.acked.Load(), Skipped: c.skipped.Load(),
+		Retried: c.retried.Load(), Terminated: c.terminated.Load(), Redelivered: c.redelivered.Load(),
+		Released: c.released.Load(), KVWrites: c.kvWrites.Load(), KVWriteSum: time.Duration(c.kvWriteNS.Load()),
+	}
+	if st.KVWrites > 0 {
+		st.KVWriteAvg = st.KVWriteSum / time.Duration(st.KVWrites)
+	}
+	return st
+}

@@ -1,0 +1,249 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/codexpool/codexpool/schemas"
+)
+
+// JobsConfig configures durable jobs (JetStream). The zero value of every field is its
+// documented default.
+type JobsConfig struct {
+	Subject     string        // subject prefix: the stream captures Subject+".>", jobs go to Subject+".submit"; default "codex.jobs"
+	Stream      string        // default "CODEXPOOL_JOBS"
+	Bucket      string        // results KV bucket; default "CODEXPOOL_RESULTS"
+	Replicas    int           // stream and bucket replicas; default 1 (3 on a cluster)
+	Dedup       time.Duration // the stream's duplicate window for Nats-Msg-Id; default 2m
+	AckWait     time.Duration // redelivery of a job whose worker went silent; default 60s
+	MaxAttempts int           // deliveries of a job that fails with a retryable error; default 5
+	ResultsTTL  time.Duration // how long a result stays in the bucket; default 24h
+	// MaxAckPending bounds the jobs in flight across the whole pool (the consumer's setting);
+	// default 10000. It must be at least the sum of every worker's MaxInflight, or workers idle.
+	MaxAckPending int
+	// FetchWait is how long one pull request waits for a job before the worker asks again; it
+	// also bounds how long Shutdown waits for the pull loop. Default 2s.
+	FetchWait time.Duration
+}
+
+// Defaults of JobsConfig.
+const (
+	DefaultJobsDedup         = 2 * time.Minute
+	DefaultJobsAckWait       = 60 * time.Second
+	DefaultJobsMaxAttempts   = 5
+	DefaultResultsTTL        = 24 * time.Hour
+	DefaultJobsMaxAckPending = 10000
+	DefaultJobsFetchWait     = 2 * time.Second
+)
+
+func (c JobsConfig) withDefaults() JobsConfig {
+	if c.Subject == "" {
+		c.Subject = schemas.DefaultJobsSubject
+	}
+	if c.Stream == "" {
+		c.Stream = schemas.DefaultJobsStream
+	}
+	if c.Bucket == "" {
+		c.Bucket = schemas.DefaultResultsBucket
+	}
+	if c.Replicas <= 0 {
+		c.Replicas = 1
+	}
+	if c.Dedup <= 0 {
+		c.Dedup = DefaultJobsDedup
+	}
+	if c.AckWait <= 0 {
+		c.AckWait = DefaultJobsAckWait
+	}
+	if c.MaxAttempts <= 0 {
+		c.MaxAttempts = DefaultJobsMaxAttempts
+	}
+	if c.ResultsTTL <= 0 {
+		c.ResultsTTL = DefaultResultsTTL
+	}
+	if c.MaxAckPending <= 0 {
+		c.MaxAckPending = DefaultJobsMaxAckPending
+	}
+	if c.FetchWait <= 0 {
+		c.FetchWait = DefaultJobsFetchWait
+	}
+	return c
+}
+
+// JetStreamAvailable reports whether the server nc is connected to has JetStream for this
+// account. An error means the question could not be asked (a timeout, a permission).
+func JetStreamAvailable(ctx context.Context, nc *nats.Conn) (bool, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return false, fmt.Errorf("queue: %w", err)
+	}
+	_, err = js.AccountInfo(ctx)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, jetstream.ErrJetStreamNotEnabled), errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount):
+		return false, nil
+	default:
+		return false, fmt.Errorf("queue: ask the server for JetStream: %w", err)
+	}
+}
+
+// jobStore is the JetStream side of jobs: the shared consumer and the results bucket.
+type jobStore struct {
+	cfg      JobsConfig
+	consumer jetstream.Consumer
+	results  jetstream.KeyValue
+}
+
+// setupJobs finds or creates the stream, the durable consumer and the results bucket. What
+// exists is used as it is, never deleted or reconfigured: a setting that differs from what this
+// worker would create is logged as a warning, and one that makes jobs impossible (the stream does
+// not capture the submit subject, the consumer does not ack explicitly) is an error.
+func setupJobs(ctx context.Context, nc *nats.Conn, cfg JobsConfig, log *slog.Logger) (*jobStore, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("queue: jobs: %w", err)
+	}
+	want := jetstream.StreamConfig{
+		Name:        cfg.Stream,
+		Description: "codexpool durable generation jobs",
+		Subjects:    []string{cfg.Subject + ".>"},
+		Retention:   jetstream.WorkQueuePolicy,
+		Storage:     jetstream.FileStorage,
+		Replicas:    cfg.Replicas,
+		Duplicates:  cfg.Dedup,
+	}
+	stream, err := findOrCreate(ctx,
+		func() (jetstream.Stream, error) { return js.Stream(ctx, cfg.Stream) },
+		func() (jetstream.Stream, error) { return js.CreateStream(ctx, want) },
+		jetstream.ErrStreamNotFound)
+	if err != nil {
+		return nil, fmt.Errorf("queue: jobs stream %s: %w", cfg.Stream, err)
+	}
+	have := stream.CachedInfo().Config
+	if !capturesSubject(have.Subjects, schemas.SubmitSubject(cfg.Subject)) {
+		return nil, fmt.Errorf("queue: jobs stream %s exists but does not capture %s (its subjects: %v)",
+			cfg.Stream, schemas.SubmitSubject(cfg.Subject), have.Subjects)
+	}
+	differs(log, "stream "+cfg.Stream, map[string][2]any{
+		"retention": {have.Retention, want.Retention},
+		"storage":   {have.Storage, want.Storage},
+		"replicas":  {have.Replicas, want.Replicas},
+		"dedup":     {have.Duplicates, want.Duplicates},
+	})
+
+	wantC := jetstream.ConsumerConfig{
+		Durable:       schemas.JobsConsumer,
+		Description:   "codexpool workers: one job per free slot",
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       cfg.AckWait,
+		MaxDeliver:    -1, // workers count attempts themselves (see Service.runJob)
+		MaxAckPending: cfg.MaxAckPending,
+	}
+	consumer, err := findOrCreate(ctx,
+		func() (jetstream.Consumer, error) { return stream.Consumer(ctx, schemas.JobsConsumer) },
+		func() (jetstream.Consumer, error) { return stream.CreateConsumer(ctx, wantC) },
+		jetstream.ErrConsumerNotFound)
+	if err != nil {
+		return nil, fmt.Errorf("queue: jobs consumer %s: %w", schemas.JobsConsumer, err)
+	}
+	haveC := consumer.CachedInfo().Config
+	if haveC.AckPolicy != jetstream.AckExplicitPolicy {
+		return nil, fmt.Errorf("queue: jobs consumer %s acks %s; codexpool needs explicit acks", schemas.JobsConsumer, haveC.AckPolicy)
+	}
+	differs(log, "consumer "+schemas.JobsConsumer, map[string][2]any{
+		"ack_wait":        {haveC.AckWait, wantC.AckWait},
+		"max_deliver":     {haveC.MaxDeliver, wantC.MaxDeliver},
+		"max_ack_pending": {haveC.MaxAckPending, wantC.MaxAckPending},
+	})
+
+	wantKV := jetstream.KeyValueConfig{
+		Bucket:      cfg.Bucket,
+		Description: "codexpool job results: job id -> the reply body",
+		TTL:         cfg.ResultsTTL,
+		Storage:     jetstream.FileStorage,
+		Replicas:    cfg.Replicas,
+		History:     1,
+	}
+	kv, err := findOrCreate(ctx,
+		func() (jetstream.KeyValue, error) { return js.KeyValue(ctx, cfg.Bucket) },
+		func() (jetstream.KeyValue, error) { return js.CreateKeyValue(ctx, wantKV) },
+		jetstream.ErrBucketNotFound)
+	if err != nil {
+		return nil, fmt.Errorf("queue: results bucket %s: %w", cfg.Bucket, err)
+	}
+	if st, err := kv.Status(ctx); err == nil {
+		differs(log, "bucket "+cfg.Bucket, map[string][2]any{
+			"ttl": {st.TTL(), wantKV.TTL},
+		})
+	}
+	return &jobStore{cfg: cfg, consumer: consumer, results: kv}, nil
+}
+
+// findOrCreate gets a JetStream object, creates it when get says notFound, and gets it again when
+// another worker created it first.
+func findOrCreate[T any](ctx context.Context, get, create func() (T, error), notFound error) (T, error) {
+	v, err := get()
+	if !errors.Is(err, notFound) {
+		return v, err
+	}
+	v, err = create()
+	if err == nil {
+		return v, nil
+	}
+	if again, gerr := get(); gerr == nil {
+		return again, nil
+	}
+	return v, err
+}
+
+// capturesSubject reports whether one of the stream subjects (possibly with wildcards) matches s.
+func capturesSubject(subjects []string, s string) bool {
+	return slices.ContainsFunc(subjects, func(pattern string) bool { return subjectMatch(pattern, s) })
+}
+
+// subjectMatch matches a NATS subject against a pattern with * and > wildcards.
+func subjectMatch(pattern, subject string) bool {
+	pt, st := splitTokens(pattern), splitTokens(subject)
+	for i, p := range pt {
+		switch {
+		case p == ">":
+			return len(st) > i
+		case i >= len(st):
+			return false
+		case p != "*" && p != st[i]:
+			return false
+		}
+	}
+	return len(pt) == len(st)
+}
+
+func splitTokens(s string) []string {
+	var out []string
+	start := 0
+	for i := 0; i <= len(s); i++ {
+		if i == len(s) || s[i] == '.' {
+			out = append(out, s[start:i])
+			start = i + 1
+		}
+	}
+	return out
+}
+
+// differs logs a warning for every setting of an existing object that is not what this worker
+// would have created (have, want).
+func differs(log *slog.Logger, what string, settings map[string][2]any) {
+	for name, hw := range settings {
+		if fmt.Sprint(hw[0]) != fmt.Sprint(hw[1]) {
+			log.Warn("jobs: an existing JetStream setting differs from codexpool's; keeping it",
+				"object", what, "setting", name, "have", fmt.Sprint(hw[0]), "codexpool_default", fmt.Sprint(hw[1]))
+		}
+	}
+}
