@@ -2,7 +2,6 @@ package queue
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"strconv"
 	"time"
@@ -116,10 +115,7 @@ func (s *Service) refuse(req micro.Request, id string, e *schemas.Error) {
 // endRefusedStream sends the sentinel after an error reply to a request whose payload asks for a
 // stream ("stream": true), even when the rest of it was refused.
 func (s *Service) endRefusedStream(reply, id string, payload []byte) {
-	var r struct {
-		Stream any `json:"stream"`
-	}
-	if json.Unmarshal(payload, &r) != nil || r.Stream != true {
+	if !wantsStream(payload) {
 		return
 	}
 	if err := s.nc.Publish(reply, nil); err != nil {

@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"strconv"
@@ -124,9 +125,13 @@ func (s *Service) runJob(msg jetstream.Msg) {
 
 	ctx, cancel := context.WithCancel(s.base)
 	defer cancel()
-	if _, err := s.jobs.results.Get(ctx, id); err == nil {
-		// A redelivery after the result was written (the ack was lost): nothing to do again.
+	if stored, err := s.jobs.results.Get(ctx, id); err == nil {
+		// A redelivery after the result was written (the ack was lost), or the same job
+		// submitted again: nothing to run again. A one-shot listener still gets the answer.
 		log.Debug("jobs: result exists; acked without a generation")
+		if !wantsStream(msg.Data()) {
+			s.answer(t, false, storedOutcome(stored.Value()))
+		}
 		s.ack(ctx, msg, log)
 		s.jst.skipped.Add(1)
 		return
@@ -310,4 +315,20 @@ func (c *jobCounters) snapshot() JobStats {
 		st.KVWriteAvg = st.KVWriteSum / time.Duration(st.KVWrites)
 	}
 	return st
+}
+
+// storedOutcome is the outcome a stored result stands for.
+func storedOutcome(body []byte) outcome {
+	if e, ok := schemas.ResultError(body); ok {
+		return outcome{err: e}
+	}
+	return outcome{payload: body}
+}
+
+// wantsStream reports whether a request payload asks for "stream": true.
+func wantsStream(payload []byte) bool {
+	var r struct {
+		Stream any `json:"stream"`
+	}
+	return json.Unmarshal(payload, &r) == nil && r.Stream == true
 }

@@ -45,6 +45,8 @@ Commands:
   ask      send one request and print the answer (--stream to stream it)
   bench    load test: NATS + simulator + N worker processes, a table per gate mode
   demo     one command, no account: embedded NATS, simulator, 2 workers, a burst, a table
+  batch    submit every line of a JSONL file as a durable job and write the results (resumable)
+  jobs     the durable jobs backlog: pending, in progress, redelivered, finished, failed
   version  print the version
   help     this text
 
@@ -78,6 +80,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		err = runBench(ctx, e, rest)
 	case "demo":
 		err = runDemo(ctx, e, rest)
+	case "batch":
+		err = runBatch(ctx, e, rest)
+	case "jobs":
+		err = runJobs(ctx, e, rest)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, "codexpool", getVersion())
 		return nil

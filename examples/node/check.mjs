@@ -2,6 +2,7 @@
 // with the sentinel, and an error reply read from its headers and body. Exits 1 on any failure.
 import assert from "node:assert/strict";
 import { CodexpoolError, connectFromEnv, generate, outputText, stream } from "./codexpool.mjs";
+import { submitJob, waitJob } from "./jobs.mjs";
 
 const nc = await connectFromEnv();
 try {
@@ -28,6 +29,19 @@ try {
   });
   await assert.rejects(stream(nc, { input: 42 }, () => {}), (err) => err instanceof CodexpoolError && err.code === "invalid_request");
   console.log("errors: invalid_request read from the error headers and body (one-shot and stream)");
+  // Durable jobs: a job stored with an id, its result watched in the KV bucket; the same id
+  // submitted again is a duplicate (one generation, one result); a refused job stores its error.
+  const id = `node-job-${Date.now()}`;
+  const ack = await submitJob(nc, id, { input: "Say hello as a job" });
+  assert.equal(ack.duplicate, false);
+  const again = await submitJob(nc, id, { input: "Say hello as a job" });
+  assert.equal(again.duplicate, true, "the second submission of one id is not a duplicate");
+  const job = await waitJob(nc, id, { timeoutMs: 60_000 });
+  assert.ok(outputText(job).length > 0, "job result has no text");
+  console.log(`job: ${JSON.stringify(outputText(job).slice(0, 60))} (stored as ${id}, resubmission deduplicated)`);
+  await assert.rejects(submitJob(nc, `${id}-bad`, { input: "" }).then(() => waitJob(nc, `${id}-bad`, { timeoutMs: 60_000 })),
+    (err) => err instanceof CodexpoolError && err.code === "invalid_request");
+  console.log("job errors: invalid_request stored as the result");
   console.log("node example: all checks passed");
 } catch (err) {
   console.error(`node example failed: ${err.stack || err}`);

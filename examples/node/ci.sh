@@ -38,7 +38,7 @@ pids+=($!)
 origin=$(wait_for "$work/sim.log" 'origin ws://' | sed -E 's/.*origin (ws:[^ ]+).*/\1/')
 
 CODEXPOOL_CODEX_URL="$origin" CODEXPOOL_CODEX_TOKEN=node-ci CODEXPOOL_EMBEDDED_NATS_ADDR=127.0.0.1:0 \
-	CODEXPOOL_METRICS_ADDR=127.0.0.1:0 CODEXPOOL_LOG_FORMAT=json CODEXPOOL_WORKER_ID=node-ci \
+	CODEXPOOL_METRICS_ADDR=127.0.0.1:0 CODEXPOOL_EMBEDDED_NATS_STORE="$work/store" CODEXPOOL_LOG_FORMAT=json CODEXPOOL_WORKER_ID=node-ci \
 	"$work/codexpool" worker >"$work/worker.log" 2>&1 &
 pids+=($!)
 nats_url=$(wait_for "$work/worker.log" '"msg":"serving"' | sed -E 's/.*"nats":"([^"]+)".*/\1/')

@@ -1,0 +1,314 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/codexpool/codexpool/internal/testutil"
+	"github.com/codexpool/codexpool/queue"
+	"github.com/codexpool/codexpool/queue/client"
+	"github.com/codexpool/codexpool/worker/codextest"
+)
+
+// Durable jobs end to end: the real binary as workers, a real nats-server with a file store
+// (in this process), the simulator.
+
+// jobsEnv is the environment of a worker that consumes jobs with short waits.
+var jobsEnv = []string{"CODEXPOOL_JOBS=on", "CODEXPOOL_JOBS_ACK_WAIT=2s", "CODEXPOOL_WS_REUSE=false"}
+
+// startJSServer starts a JetStream server with a file store on a fixed port (so it can be
+// restarted on the same address).
+func startJSServer(t *testing.T, port int, store string) *server.Server {
+	t.Helper()
+	ns, err := queue.StartEmbedded("127.0.0.1:"+strconv.Itoa(port), nil, queue.WithJetStream(store))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ns
+}
+
+func newJobsCluster(t *testing.T, simOpts codextest.Options) (*cluster, func() *server.Server, func()) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end test")
+	}
+	port, store := testutil.FreePort(t), t.TempDir()
+	ns := startJSServer(t, port, store)
+	stop := func() { ns.Shutdown(); ns.WaitForShutdown() }
+	restart := func() *server.Server { ns = startJSServer(t, port, store); return ns }
+	t.Cleanup(func() { stop() })
+	simOpts.Token = simToken
+	sim := codextest.NewServer(simOpts)
+	t.Cleanup(sim.Close)
+	nc, err := nats.Connect(ns.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	c := &cluster{t: t, url: ns.ClientURL(), nc: nc, sim: sim, client: client.New(nc, client.Options{RetryBusy: -1})}
+	return c, restart, stop
+}
+
+// submitJobs submits n jobs "job-<i>" with prompt "<prefix> <i>" and returns their ids.
+func submitJobs(t *testing.T, cl *client.Client, prefix string, n int) []string {
+	t.Helper()
+	ids := make([]string, n)
+	for i := range n {
+		ids[i] = fmt.Sprintf("%s-%d", strings.ReplaceAll(prefix, " ", "-"), i)
+		body := request(fmt.Sprintf("%s %d", prefix, i), nil)
+		if _, err := cl.Submit(ctxT(t, 30*time.Second), body, client.SubmitOptions{ID: ids[i]}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ids
+}
+
+// waitAllResults waits until every job has a result and checks each is the simulator's answer.
+func waitAllResults(t *testing.T, cl *client.Client, prefix string, ids []string, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for i, id := range ids {
+		for {
+			r, err := cl.Result(ctxT(t, 10*time.Second), id)
+			if err == nil {
+				if want := codextest.Answer(fmt.Sprintf("%s %d", prefix, i), codextest.DefaultWords); r.OutputText != want {
+					t.Fatalf("job %s: output_text %q, want %q", id, r.OutputText, want)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("job %s has no correct result after %s: %v", id, within, err)
+			}
+			time.Sleep(50 * time.Millisecond) // polling stored results with a deadline
+		}
+	}
+}
+
+// TestE2EJobsSurviveSIGKILL is target 1: a worker killed with 20 jobs in flight loses none; its
+// jobs come back after the ack wait and another worker finishes them.
+func TestE2EJobsSurviveSIGKILL(t *testing.T) {
+	c, _, _ := newJobsCluster(t, codextest.Options{Latency: 3 * time.Second})
+	victim := c.startWorker("victim", append(jobsEnv, "CODEXPOOL_MAX_INFLIGHT=20")...)
+	ids := submitJobs(t, c.client, "kill test", 30)
+	waitCond(t, 30*time.Second, "20 generations in flight at the victim", func() bool {
+		st := c.sim.Stats()
+		return st.Responses-st.Completed >= 20
+	})
+	_ = victim.cmd.Process.Kill()
+	<-victim.done
+	killedInFlight := c.sim.Stats().Responses - c.sim.Stats().Completed
+	c.startWorker("rescuer", append(jobsEnv, "CODEXPOOL_MAX_INFLIGHT=30")...)
+	waitAllResults(t, c.client, "kill test", ids, 90*time.Second)
+	dups := c.sim.Stats().Responses - int64(len(ids))
+	t.Logf("SIGKILL with %d in flight: %d/%d jobs finished with the right answer, %d duplicate generations", killedInFlight, len(ids), len(ids), dups)
+	if dups > 20 {
+		t.Errorf("%d duplicate generations, want at most the killed worker's 20 in flight", dups)
+	}
+}
+
+// TestE2EJobsSurviveNATSRestart is target 2: nats-server (file store) stopped and restarted
+// mid-batch; every job completes, none lost.
+func TestE2EJobsSurviveNATSRestart(t *testing.T) {
+	c, restart, stop := newJobsCluster(t, codextest.Options{Latency: 300 * time.Millisecond})
+	c.startWorker("w1", append(jobsEnv, "CODEXPOOL_MAX_INFLIGHT=8")...)
+	ids := submitJobs(t, c.client, "restart test", 60)
+	waitCond(t, 30*time.Second, "a third of the batch done", func() bool { return c.sim.Stats().Completed >= 20 })
+	stop()
+	restart()
+	waitAllResults(t, c.client, "restart test", ids, 2*time.Minute)
+	t.Logf("NATS restarted after %d of 60 generations: all 60 results correct; %d generations in all", 20, c.sim.Stats().Completed)
+}
+
+// TestE2EJobsSurviveClusterNodeLoss is target 3: a 3-node cluster, the stream and bucket R3, one
+// node killed mid-batch; every job completes.
+func TestE2EJobsSurviveClusterNodeLoss(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test")
+	}
+	nodes := startNATSCluster(t, 3)
+	urls := make([]string, len(nodes))
+	for i, n := range nodes {
+		urls[i] = n.ClientURL()
+	}
+	all := strings.Join(urls, ",")
+	sim := codextest.NewServer(codextest.Options{Token: simToken, Latency: 300 * time.Millisecond})
+	t.Cleanup(sim.Close)
+	nc, err := nats.Connect(all, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	c := &cluster{t: t, url: all, nc: nc, sim: sim, client: client.New(nc, client.Options{RetryBusy: -1})}
+	c.startWorker("r3-a", append(jobsEnv, "CODEXPOOL_MAX_INFLIGHT=8", "CODEXPOOL_JOBS_REPLICAS=3")...)
+	c.startWorker("r3-b", append(jobsEnv, "CODEXPOOL_MAX_INFLIGHT=8", "CODEXPOOL_JOBS_REPLICAS=3")...)
+	ids := submitJobs(t, c.client, "cluster test", 60)
+	waitCond(t, 30*time.Second, "a third of the batch done", func() bool { return sim.Stats().Completed >= 20 })
+	nodes[0].Shutdown() // the first server: where the stream was most likely created
+	nodes[0].WaitForShutdown()
+	waitAllResults(t, c.client, "cluster test", ids, 2*time.Minute)
+	t.Logf("3-node cluster, R3, one node killed after 20 of 60: all 60 results correct")
+}
+
+// startNATSCluster starts n clustered JetStream servers in this process and waits until the
+// JetStream meta group has a leader.
+func startNATSCluster(t *testing.T, n int) []*server.Server {
+	t.Helper()
+	cports := make([]int, n)
+	for i := range cports {
+		cports[i] = testutil.FreePort(t)
+	}
+	var routes []string
+	for _, p := range cports {
+		routes = append(routes, "nats://127.0.0.1:"+strconv.Itoa(p))
+	}
+	nodes := make([]*server.Server, n)
+	for i := range n {
+		opts := &server.Options{
+			ServerName: fmt.Sprintf("n%d", i+1), Host: "127.0.0.1", Port: server.RANDOM_PORT, NoSigs: true,
+			JetStream: true, StoreDir: filepath.Join(t.TempDir(), fmt.Sprintf("n%d", i+1)),
+			Cluster: server.ClusterOpts{Name: "codexpool-test", Host: "127.0.0.1", Port: cports[i]},
+			Routes:  server.RoutesFromStr(strings.Join(routes, ",")),
+		}
+		ns, err := server.NewServer(opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go ns.Start()
+		nodes[i] = ns
+		t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	}
+	for _, ns := range nodes {
+		if !ns.ReadyForConnections(20 * time.Second) {
+			t.Fatal("cluster node not ready")
+		}
+	}
+	waitCond(t, 60*time.Second, "a JetStream meta leader", func() bool {
+		for _, ns := range nodes {
+			if ns.JetStreamIsLeader() {
+				return true
+			}
+		}
+		return false
+	})
+	return nodes
+}
+
+// TestE2EBatchCommand: `codexpool batch` submits a file, writes every result in the matching
+// format, and a rerun submits nothing.
+func TestE2EBatchCommand(t *testing.T) {
+	c, _, _ := newJobsCluster(t, codextest.Options{Latency: 50 * time.Millisecond})
+	c.startWorker("batch-w", jobsEnv...)
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.jsonl")
+	var lines []string
+	for i := range 30 {
+		lines = append(lines, fmt.Sprintf(`{"input":"batch %d"}`, i))
+	}
+	lines = append(lines, `{"custom_id":"req-a","method":"POST","url":"/v1/responses","body":{"input":"batch api"}}`, `{"input":""}`)
+	if err := os.WriteFile(in, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runBatchCmd := func() string {
+		t.Helper()
+		var stderr testutil.SyncBuffer
+		err := run(ctxT(t, time.Minute), []string{"batch", "--nats", c.url, "--poll", "500ms", in}, os.Getenv, strings.NewReader(""), &testutil.SyncBuffer{}, &stderr)
+		if err != nil {
+			t.Fatalf("batch: %v\n%s", err, stderr.String())
+		}
+		return stderr.String()
+	}
+	summary := runBatchCmd()
+	if !strings.Contains(summary, "32 jobs: 31 ok, 1 failed") {
+		t.Errorf("summary %q, want 32 jobs: 31 ok, 1 failed", summary)
+	}
+	out, err := os.ReadFile(filepath.Join(dir, "in.out.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := string(out)
+	if n := strings.Count(got, "\n"); n != 32 {
+		t.Errorf("%d result lines, want 32", n)
+	}
+	if !strings.Contains(got, codextest.Answer("batch 7", codextest.DefaultWords)) ||
+		!strings.Contains(got, `"custom_id":"req-a"`) || !strings.Contains(got, `"status_code":200`) ||
+		!strings.Contains(got, `"status":400`) {
+		t.Errorf("results lack an answer, the Batch API line or the refusal:\n%s", got)
+	}
+	before := c.sim.Stats().Responses
+	summary = runBatchCmd()
+	if !strings.Contains(summary, "(32 from an earlier run)") || c.sim.Stats().Responses != before {
+		t.Errorf("rerun: %q and %d new generations, want everything from the earlier run and none", summary, c.sim.Stats().Responses-before)
+	}
+}
+
+// TestE2EJobsPermissions runs a worker and a client with exactly the subject permissions
+// README's "Sizing and clusters" lists for durable jobs.
+func TestE2EJobsPermissions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test")
+	}
+	opts := &server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, NoSigs: true, NoLog: true,
+		JetStream: true, StoreDir: t.TempDir()}
+	opts.Users = []*server.User{
+		{Username: "worker", Password: "worker-pw", Permissions: &server.Permissions{
+			Publish: &server.SubjectPermission{Allow: []string{"codex.generate", "_INBOX.>", "$JS.API.>",
+				"$JS.ACK.CODEXPOOL_JOBS.>", "$KV.CODEXPOOL_RESULTS.>", "replies.>"}},
+			Subscribe: &server.SubjectPermission{Allow: []string{"codex.generate", "_INBOX.>", "$SRV.>"}},
+		}},
+		{Username: "client", Password: "client-pw", Permissions: &server.Permissions{
+			Publish:   &server.SubjectPermission{Allow: []string{"codex.jobs.submit", "$JS.API.>", "$SRV.>"}},
+			Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>", "replies.>"}},
+		}},
+	}
+	ns, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("NATS not ready")
+	}
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	sim := codextest.NewServer(codextest.Options{Token: simToken})
+	t.Cleanup(sim.Close)
+	var violations testutil.SyncBuffer
+	nc, err := nats.Connect(ns.ClientURL(), nats.UserInfo("client", "client-pw"),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { _, _ = violations.Write([]byte(err.Error() + "\n")) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	c := &cluster{t: t, url: ns.ClientURL(), nc: nc, sim: sim, client: client.New(nc, client.Options{})}
+	p := c.startWorker("w-jobs-secure", "CODEXPOOL_NATS_USER=worker", "CODEXPOOL_NATS_PASSWORD=worker-pw", "CODEXPOOL_JOBS=on")
+	replies, err := nc.SubscribeSync("replies.one")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.client.Submit(ctxT(t, 10*time.Second), request("secure job", nil), client.SubmitOptions{ID: "sec-1", ReplyTo: "replies.one"}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.client.Wait(ctxT(t, 30*time.Second), "sec-1")
+	if err != nil || r.OutputText != codextest.Answer("secure job", codextest.DefaultWords) {
+		t.Fatalf("result %+v, %v", r, err)
+	}
+	if _, err := replies.NextMsg(10 * time.Second); err != nil {
+		t.Errorf("no reply on Codex-Reply-To: %v", err)
+	}
+	if _, err := c.client.Result(ctxT(t, 10*time.Second), "sec-1"); err != nil {
+		t.Errorf("Result: %v", err)
+	}
+	if v := violations.String(); v != "" {
+		t.Errorf("client permission violations: %s", v)
+	}
+	if out := p.out.String(); strings.Contains(out, "Permissions Violation") {
+		t.Errorf("worker permission violations:\n%s", out)
+	}
+}
