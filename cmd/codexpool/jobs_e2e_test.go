@@ -281,7 +281,9 @@ func TestE2EJobsPermissions(t *testing.T) {
 	t.Cleanup(sim.Close)
 	var violations testutil.SyncBuffer
 	nc, err := nats.Connect(ns.ClientURL(), nats.UserInfo("client", "client-pw"),
-		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { _, _ = violations.Write([]byte(err.Error() + "\n")) }))
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			_, _ = violations.Write([]byte(err.Error() + "\n"))
+		}))
 	if err != nil {
 		t.Fatal(err)
 	}
