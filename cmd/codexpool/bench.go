@@ -23,6 +23,7 @@ Examples:
   codexpool bench --compare fixed,adaptive --concurrency 30 --latency 1s --reuse=false
   codexpool bench --concurrency 1,10,100,500,1000 --latency 1s --requests 0 --plot sweep.svg
   codexpool bench --compare reference,adaptive --reuse=false --upgrade-rate 5 --upgrade-burst 5 --latency 500ms --concurrency 60
+  codexpool bench --jobs --workers 2 --max-inflight 64 --concurrency 128 --requests 10000 --latency 200ms
 `
 
 func runBench(ctx context.Context, e env, args []string) error {
@@ -71,6 +72,7 @@ func benchFlags(fs *flags) (*benchOptions, func() error) {
 	fs.Float64Var(&cfg.Rate, "rate", 10, "arrivals per second with --duration")
 	sched := fs.String("limit-schedule", "", "change the origin's upgrade limit during the load, e.g. \"20s:50/50,40s:5/5\" (offset:rate/burst)")
 	fs.BoolVar(&o.timeline, "timeline", false, "print upgrades accepted/rejected per second")
+	fs.BoolVar(&cfg.Jobs, "jobs", false, "also run every scenario as a batch of durable jobs (JetStream), side by side with codex.generate")
 	cfg.Sim = codextest.Options{Latency: time.Second}
 	cfg.Sim.BindFlags(fs.FlagSet)
 	return o, func() error {

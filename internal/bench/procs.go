@@ -42,6 +42,8 @@ func workerEnv(cfg Config, natsURL, subject, originURL, mode string, i int) []st
 		"CODEXPOOL_MAX_INFLIGHT="+strconv.Itoa(cfg.MaxInflight),
 		"CODEXPOOL_LOG_LEVEL=warn",
 		"CODEXPOOL_LOG_FORMAT=json",
+		"CODEXPOOL_JOBS=off",
+		"CODEXPOOL_EMBEDDED_NATS_STORE="+os.TempDir(),
 	)
 }
 
@@ -59,7 +61,7 @@ func startWorkers(ctx context.Context, cfg Config, natsURL, subject, originURL, 
 	var procs []*workerProc
 	for i := range cfg.Workers {
 		cmd := exec.Command(exe, "worker")
-		cmd.Env = workerEnv(cfg, natsURL, subject, originURL, mode, i)
+		cmd.Env = append(workerEnv(cfg, natsURL, subject, originURL, mode, i), cfg.WorkerEnv...) // later entries win
 		tb := &tailBuffer{max: 8 << 10}
 		cmd.Stderr = tb
 		cmd.Stdout = tb

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -43,6 +44,11 @@ type Config struct {
 	Duration     time.Duration // > 0: open-loop load at Rate for this long instead of closed-loop
 	Rate         float64
 	Schedule     []LimitChange // origin upgrade-limit changes during the load
+	// Jobs runs every scenario a second time as a batch of durable jobs (JetStream) beside the
+	// codex.generate one: the same requests, the same workers, side by side.
+	Jobs bool
+	// WorkerEnv is added to every worker's environment (CODEXPOOL_* settings), after the bench's.
+	WorkerEnv []string
 }
 
 // Result is one row of the result table (and one object of --json).
@@ -68,6 +74,7 @@ type Result struct {
 	Errors        map[string]int `json:"errors,omitempty"`
 	Rate          float64        `json:"rate,omitempty"` // open-loop arrivals per second (--duration runs)
 	Timeline      []Tick         `json:"timeline,omitempty"`
+	Jobs          *JobsResult    `json:"jobs,omitempty"` // a durable-jobs scenario's own figures
 }
 
 // Run runs every scenario of cfg and returns one Result per scenario (and per concurrency for
@@ -82,7 +89,16 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 
 	url := cfg.NATSURL
 	if url == "" {
-		ns, err := queue.StartEmbedded("127.0.0.1:0", nil)
+		var opts []queue.EmbeddedOption
+		if cfg.Jobs {
+			dir, err := os.MkdirTemp("", "codexpool-bench-js")
+			if err != nil {
+				return nil, fmt.Errorf("bench: %w", err)
+			}
+			defer os.RemoveAll(dir)
+			opts = append(opts, queue.WithJetStream(dir))
+		}
+		ns, err := queue.StartEmbedded("127.0.0.1:0", nil, opts...)
 		if err != nil {
 			return nil, fmt.Errorf("bench: start embedded NATS: %w", err)
 		}
@@ -113,6 +129,16 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 					return results, err
 				}
 				results = append(results, r)
+				if cfg.Jobs && cfg.Duration == 0 {
+					j, err := runJobsScenario(ctx, sc, srv, nc, url, mode, c)
+					if err != nil {
+						return results, err
+					}
+					if r.ReqPerSec > 0 {
+						j.Jobs.OfGenerate = j.ReqPerSec / r.ReqPerSec
+					}
+					results = append(results, j)
+				}
 			}
 		}
 	}
@@ -284,6 +310,10 @@ func PrintTable(w io.Writer, results []Result) {
 	}
 	tw.Flush()
 	for _, r := range results {
+		if j := r.Jobs; j != nil {
+			fmt.Fprintf(w, "  %s c=%d: %.0f%% of codex.generate's req/s; unacked beyond running at most %d (%d samples; ack pending max %d, running max %d); %d redelivered; worker RSS at 10/50/90%% done: %s MB\n",
+				r.Mode, r.Concurrency, 100*j.OfGenerate, j.HeldMax, j.Samples, j.AckPendingMax, j.RunningMax, j.Redelivered, joinMB(j.RSSMB))
+		}
 		if r.Rate > 0 {
 			fmt.Fprintf(w, "  %s: open loop at %.1f req/s\n", r.Mode, r.Rate)
 		}
@@ -299,4 +329,12 @@ func ms(v float64) string {
 		return fmt.Sprintf("%.2f", v)
 	}
 	return fmt.Sprintf("%.0f", v)
+}
+
+func joinMB(v []float64) string {
+	parts := make([]string, len(v))
+	for i, x := range v {
+		parts[i] = fmt.Sprintf("%.1f", x)
+	}
+	return strings.Join(parts, "/")
 }
