@@ -137,6 +137,9 @@ func asError(ctx context.Context, err error) *schemas.Error {
 	if ctx.Err() != nil && errors.Is(context.Cause(ctx), errShutdown) {
 		return schemas.Errorf(schemas.CodeUnavailable, "the worker shut down before the generation finished")
 	}
+	if ctx.Err() != nil && errors.Is(context.Cause(ctx), errCancelled) {
+		return schemas.Errorf(schemas.CodeCancelled, "the request was cancelled on the cancel subject")
+	}
 	if se, ok := schemas.AsError(err); ok {
 		return se
 	}

@@ -44,25 +44,44 @@ type JobStats struct {
 	KVWriteAvg  time.Duration `json:"kv_write_avg_ns"`
 }
 
-// pullJobs is the pull loop: it takes a free slot, then asks for one job. It ends when stop is
-// closed; a job that arrives after that is handed back at once.
+// maxPullBatch bounds the jobs one pull asks for when several slots are free.
+const maxPullBatch = 32
+
+// pullJobs is the pull loop: it takes a free slot, then asks for one job (waiting up to
+// FetchWait for one). When more slots are free and the last pull found jobs waiting, it asks for
+// as many jobs as there are free slots, without waiting: a busy backlog costs one pull request per
+// batch, and a slot is never reserved for a job that is not there. It ends when stop is closed; a
+// job that arrives after that is handed back at once.
 func (s *Service) pullJobs(stop <-chan struct{}) {
+	backlog := false
 	for {
 		select {
 		case s.slot <- struct{}{}:
 		case <-stop:
 			return
 		}
-		msg, err := s.jobs.consumer.Next(jetstream.FetchMaxWait(s.jobs.cfg.FetchWait))
-		select {
-		case <-stop:
-			if msg != nil {
-				_ = msg.Nak()
-				s.jst.released.Add(1)
+		if backlog {
+			n := 1
+			for n < maxPullBatch && s.tryAcquire() {
+				n++
 			}
-			<-s.slot
+			got := s.pullBatch(n, stop)
+			for range n - got {
+				<-s.slot
+			}
+			if got > 0 {
+				continue
+			}
+			backlog = false
+			select {
+			case s.slot <- struct{}{}:
+			case <-stop:
+				return
+			}
+		}
+		msg, err := s.jobs.consumer.Next(jetstream.FetchMaxWait(s.jobs.cfg.FetchWait))
+		if s.stopping(stop, msg) {
 			return
-		default:
 		}
 		if err != nil {
 			<-s.slot
@@ -76,20 +95,73 @@ func (s *Service) pullJobs(stop <-chan struct{}) {
 			}
 			continue
 		}
-		s.jst.pulled.Add(1)
-		if !s.goTrack(func() { s.runJob(msg) }) {
+		s.startJob(msg)
+		backlog = true
+	}
+}
+
+// pullBatch asks for up to n jobs that are waiting now and starts each in one of the n slots the
+// caller holds; it returns how many it started (their slots are theirs now).
+func (s *Service) pullBatch(n int, stop <-chan struct{}) int {
+	batch, err := s.jobs.consumer.FetchNoWait(n)
+	if err != nil {
+		return 0
+	}
+	got := 0
+	for msg := range batch.Messages() {
+		select {
+		case <-stop:
 			_ = msg.Nak()
 			s.jst.released.Add(1)
-			<-s.slot
+			continue
+		default:
 		}
+		got++
+		s.startJob(msg)
+	}
+	return got
+}
+
+// stopping reports whether stop is closed, handing msg back and freeing the caller's slot if so.
+func (s *Service) stopping(stop <-chan struct{}, msg jetstream.Msg) bool {
+	select {
+	case <-stop:
+		if msg != nil {
+			_ = msg.Nak()
+			s.jst.released.Add(1)
+		}
+		<-s.slot
+		return true
+	default:
+		return false
+	}
+}
+
+// startJob runs msg in its own goroutine, in the slot the caller holds.
+func (s *Service) startJob(msg jetstream.Msg) {
+	s.jst.pulled.Add(1)
+	s.jst.running.Add(1)
+	if !s.goTrack(func() { s.runJob(msg) }) {
+		s.jst.running.Add(-1)
+		_ = msg.Nak()
+		s.jst.released.Add(1)
+		<-s.slot
 	}
 }
 
 // runJob runs one job that holds a slot, and frees the slot when it is done.
 func (s *Service) runJob(msg jetstream.Msg) {
-	defer func() { <-s.slot }()
-	s.jst.running.Add(1)
-	defer s.jst.running.Add(-1)
+	// The slot (counted running by startJob) is the generation's: it is freed as soon as the
+	// generation is over, so the next job starts while this one's result is stored and acked.
+	held := true
+	free := func() {
+		if held {
+			held = false
+			s.jst.running.Add(-1)
+			<-s.slot
+		}
+	}
+	defer free()
 	received := time.Now()
 	hdr := msg.Headers()
 	meta, err := msg.Metadata()
@@ -179,10 +251,13 @@ func (s *Service) runJob(msg jetstream.Msg) {
 	r.ID = requestID
 
 	gctx, gcancel := context.WithDeadline(ctx, received.Add(timeout))
+	gctx, done := s.cancellable(gctx, requestID)
 	streamed := r.Stream && t.reply != ""
 	o := s.execute(gctx, r, t, streamed, streamed)
+	done()
 	gcancel()
 	s.finish(r, o, received)
+	free()
 
 	if o.err != nil && context.Cause(s.base) != nil && errors.Is(context.Cause(s.base), errShutdown) {
 		// Cut off by shutdown: another worker takes it at once.
@@ -222,13 +297,11 @@ func (s *Service) finishJob(ctx context.Context, msg jetstream.Msg, t target, st
 	s.ack(ctx, msg, log)
 }
 
-// ack acks msg and waits for the server's confirmation.
-func (s *Service) ack(ctx context.Context, msg jetstream.Msg, log *slog.Logger) {
-	actx, cancel := context.WithTimeout(ctx, forwardProbeTimeout)
-	defer cancel()
-	if err := msg.DoubleAck(actx); err != nil {
-		// The result is stored: a redelivery finds it and acks without a new generation.
-		log.Warn("jobs: ack unconfirmed", "error", err)
+// ack acks msg. It does not wait for the server's confirmation: the result is stored first, so a
+// lost ack costs a redelivery that finds the result and acks without a new generation.
+func (s *Service) ack(_ context.Context, msg jetstream.Msg, log *slog.Logger) {
+	if err := msg.Ack(); err != nil {
+		log.Warn("jobs: ack not sent", "error", err)
 	}
 	s.jst.acked.Add(1)
 }

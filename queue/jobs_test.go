@@ -399,6 +399,7 @@ func TestJobShutdownFinishesRunningAndHandsBackNothing(t *testing.T) {
 	blk.waitStarted(t)
 	done := make(chan error, 1)
 	go func() { done <- svc.Shutdown(context.Background()) }()
+	waitFor(t, "shutdown to begin", func() bool { return svc.Stats().Draining })
 	close(blk.release)
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -409,12 +410,13 @@ func TestJobShutdownFinishesRunningAndHandsBackNothing(t *testing.T) {
 	// "b" was never pulled: it waits in the stream for the next worker.
 	js, _ := jetstream.New(nc)
 	cons, _ := js.Consumer(context.Background(), schemas.DefaultJobsStream, schemas.JobsConsumer)
-	info, err := cons.Info(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if info.NumPending != 1 || info.NumAckPending != 0 {
-		t.Errorf("after shutdown: pending %d, ack pending %d; want 1 and 0", info.NumPending, info.NumAckPending)
+	var info *jetstream.ConsumerInfo
+	waitFor(t, "a's ack to reach the server", func() bool {
+		info, err = cons.Info(context.Background())
+		return err == nil && info.NumAckPending == 0
+	})
+	if info.NumPending != 1 {
+		t.Errorf("after shutdown: pending %d, want 1 (b never pulled)", info.NumPending)
 	}
 	next := newService(t, ns, Config{Jobs: fastJobs()}, instant)
 	if _, err := waitResult(t, c, "b"); err != nil {

@@ -61,6 +61,8 @@ func (o outcome) body() []byte {
 func (s *Service) run(r *schemas.Request, reply string, deadline, received time.Time) {
 	ctx, cancel := context.WithDeadline(s.base, deadline)
 	defer cancel()
+	ctx, done := s.cancellable(ctx, r.ID)
+	defer done()
 	t := target{reply: reply, id: r.ID}
 	o := s.execute(ctx, r, t, r.Stream, false)
 	s.finish(r, o, received)

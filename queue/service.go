@@ -51,6 +51,7 @@ type Config struct {
 	MaxRequestBytes int           // larger payloads get 413; default nc.MaxPayload()
 	RequestTimeout  time.Duration // longest a generation may run; default 10m
 	MaxHops         int           // how often a full/draining worker hands a request back to the group; default 2
+	CancelSubject   string        // where clients publish a Codex-Request-Id to stop it; default "codex.cancel"
 	Logger          *slog.Logger  // default: discard
 	// StatsData returns extra fields (gate, pool, ...) merged into the endpoint's stats data.
 	StatsData func() map[string]any
@@ -115,6 +116,9 @@ type Service struct {
 
 	st counters
 
+	running   running            // generations by request id, for the cancel subject
+	cancelSub *nats.Subscription // the cancel subject
+
 	jobs     *jobStore // nil: no jobs
 	jst      jobCounters
 	jobStop  chan struct{} // closed by Shutdown: the pull loop stops
@@ -151,6 +155,9 @@ func NewService(nc *nats.Conn, cfg Config, gen Generator) (*Service, error) {
 	}
 	if cfg.MaxHops <= 0 {
 		cfg.MaxHops = DefaultMaxHops
+	}
+	if cfg.CancelSubject == "" {
+		cfg.CancelSubject = schemas.DefaultCancelSubject
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -192,15 +199,24 @@ func NewService(nc *nats.Conn, cfg Config, gen Generator) (*Service, error) {
 			"max_inflight": strconv.Itoa(cfg.MaxInflight),
 		}))
 	if err == nil {
+		s.cancelSub, err = nc.Subscribe(cfg.CancelSubject, s.onCancel)
+		if err != nil {
+			err = fmt.Errorf("subscribe %s: %w", cfg.CancelSubject, err)
+		}
+	}
+	if err == nil {
 		err = nc.Flush()
 	}
 	if err != nil {
 		_ = svc.Stop()
+		if s.cancelSub != nil {
+			_ = s.cancelSub.Unsubscribe()
+		}
 		s.cancel(nil)
 		return nil, fmt.Errorf("queue: add endpoint %s on %q: %w", EndpointName, cfg.Subject, err)
 	}
 	s.svc = svc
-	s.microSubs = nc.NumSubscriptions() - subsBefore
+	s.microSubs = nc.NumSubscriptions() - subsBefore - 1 // not the cancel subscription
 	if cfg.Jobs != nil {
 		jcfg := cfg.Jobs.withDefaults()
 		ctx, cancel := context.WithTimeout(context.Background(), jobsSetupTimeout)
@@ -271,6 +287,9 @@ func (s *Service) Shutdown(ctx context.Context) error {
 		_ = s.waitIdle(context.Background())
 	}
 	s.cancel(nil)
+	if s.cancelSub != nil {
+		_ = s.cancelSub.Unsubscribe()
+	}
 	if s.stopErr != nil {
 		return errors.Join(s.stopErr, err)
 	}

@@ -23,6 +23,7 @@ type Stats struct {
 	Inflight    int64  `json:"inflight"`     // generations running now
 	Completed   uint64 `json:"completed"`    // generations answered successfully
 	Failed      uint64 `json:"failed"`       // generations answered with an error
+	Cancelled   uint64 `json:"cancelled"`    // generations stopped on the cancel subject
 	// Errors counts every error reply by contract code: refusals, busy, and failed generations.
 	Errors map[schemas.Code]uint64 `json:"errors"`
 	// LatencySum is the summed time from receipt to the last reply message of finished
@@ -34,9 +35,9 @@ type Stats struct {
 }
 
 type counters struct {
-	requests, noReply, forwarded, busy atomic.Uint64
-	started, completed, failed         atomic.Uint64
-	inflight, latencyNS                atomic.Int64
+	requests, noReply, forwarded, busy    atomic.Uint64
+	started, completed, failed, cancelled atomic.Uint64
+	inflight, latencyNS                   atomic.Int64
 
 	mu     sync.Mutex
 	errors map[schemas.Code]uint64
@@ -61,6 +62,7 @@ func (s *Service) Stats() Stats {
 		Inflight:    s.st.inflight.Load(),
 		Completed:   s.st.completed.Load(),
 		Failed:      s.st.failed.Load(),
+		Cancelled:   s.st.cancelled.Load(),
 		LatencySum:  time.Duration(s.st.latencyNS.Load()),
 	}
 	s.drainMu.RLock()

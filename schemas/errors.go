@@ -22,13 +22,18 @@ const (
 	CodeUpstreamError        Code = "upstream_error"        // 502: failed/incomplete/error event/drop/bad event
 	CodeUnavailable          Code = "unavailable"           // 503: the worker is shutting down
 	CodeUpstreamTimeout      Code = "upstream_timeout"      // 504: connect, first event, idle or deadline
+	CodeCancelled            Code = "cancelled"             // 499: cancelled on codex.cancel
 )
+
+// StatusCancelled is the status of CodeCancelled (nginx's "client closed request").
+const StatusCancelled = 499
 
 // Codes returns every error code of the contract, in the order of its table.
 func Codes() []Code {
 	return []Code{
 		CodeInvalidRequest, CodeRequestTooLarge, CodeUpstreamUnauthorized, CodeOriginForbidden,
 		CodeUpstreamRateLimited, CodeWorkerBusy, CodeUpstreamError, CodeUnavailable, CodeUpstreamTimeout,
+		CodeCancelled,
 	}
 }
 
@@ -49,6 +54,8 @@ func (c Code) Status() int {
 		return http.StatusServiceUnavailable
 	case CodeUpstreamTimeout:
 		return http.StatusGatewayTimeout
+	case CodeCancelled:
+		return StatusCancelled
 	default:
 		return http.StatusBadGateway
 	}

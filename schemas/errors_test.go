@@ -11,7 +11,7 @@ func TestCodeStatus(t *testing.T) {
 	want := map[Code]int{
 		CodeInvalidRequest: 400, CodeRequestTooLarge: 413, CodeUpstreamUnauthorized: 401,
 		CodeOriginForbidden: 403, CodeUpstreamRateLimited: 429, CodeWorkerBusy: 429,
-		CodeUpstreamError: 502, CodeUnavailable: 503, CodeUpstreamTimeout: 504,
+		CodeUpstreamError: 502, CodeUnavailable: 503, CodeUpstreamTimeout: 504, CodeCancelled: 499,
 		Code("something_new"): 502,
 	}
 	if len(want) != len(Codes())+1 {

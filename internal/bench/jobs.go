@@ -22,13 +22,14 @@ import (
 
 // JobsResult is what a durable-jobs scenario measures beyond the common figures.
 type JobsResult struct {
-	// HeldMax is the most jobs the consumer had delivered and not yet acked beyond those the
-	// workers reported running, over every sample: how many jobs sat in a worker unworked. A pull
-	// in flight between delivery and start counts, so up to one per worker is the mechanism's floor.
-	HeldMax int `json:"held_beyond_running_max"`
-	// AckPendingMax is the most unacked jobs seen; RunningMax the most running.
+	// Slots is the pool's in-flight slots (workers x MaxInflight): a worker pulls a job only into
+	// a free slot and frees it when the generation ends.
+	Slots int `json:"slots"`
+	// AckPendingMax is the most jobs the consumer had delivered and not yet acked, over the
+	// samples: the jobs running plus those whose results were being written and acks in flight.
 	AckPendingMax int `json:"ack_pending_max"`
-	RunningMax    int `json:"running_max"`
+	// RunningMax is the most jobs the workers reported running (holding a slot) at once.
+	RunningMax int `json:"running_max"`
 	// Redelivered counts deliveries after the first (worker stats): 0 in a healthy run.
 	Redelivered uint64 `json:"redelivered"`
 	// RSSMB is the summed worker RSS when 10 %, 50 % and 90 % of the jobs had finished.
@@ -42,7 +43,7 @@ type JobsResult struct {
 // runJobsScenario submits the scenario's requests as durable jobs to fresh workers (on a stream,
 // consumer and bucket of their own) and waits for every result.
 func runJobsScenario(ctx context.Context, cfg Config, srv *codextest.Server, nc *nats.Conn, natsURL, mode string, conc int) (Result, error) {
-	res := Result{Mode: mode + "+jobs", Workers: cfg.Workers, Concurrency: conc, Jobs: &JobsResult{}}
+	res := Result{Mode: mode + "+jobs", Workers: cfg.Workers, Concurrency: conc, Jobs: &JobsResult{Slots: cfg.Workers * cfg.MaxInflight}}
 	total := cfg.Requests
 	if total <= 0 {
 		total = max(cfg.Rounds, 1) * conc
@@ -252,7 +253,6 @@ func sampleJobs(ctx context.Context, nc *nats.Conn, stream, subject string, jr *
 		jr.Samples++
 		jr.AckPendingMax = max(jr.AckPendingMax, info.NumAckPending)
 		jr.RunningMax = max(jr.RunningMax, running)
-		jr.HeldMax = max(jr.HeldMax, info.NumAckPending-running)
 	}
 }
 

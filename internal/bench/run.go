@@ -311,8 +311,8 @@ func PrintTable(w io.Writer, results []Result) {
 	tw.Flush()
 	for _, r := range results {
 		if j := r.Jobs; j != nil {
-			fmt.Fprintf(w, "  %s c=%d: %.0f%% of codex.generate's req/s; unacked beyond running at most %d (%d samples; ack pending max %d, running max %d); %d redelivered; worker RSS at 10/50/90%% done: %s MB\n",
-				r.Mode, r.Concurrency, 100*j.OfGenerate, j.HeldMax, j.Samples, j.AckPendingMax, j.RunningMax, j.Redelivered, joinMB(j.RSSMB))
+			fmt.Fprintf(w, "  %s c=%d: %.0f%% of codex.generate's req/s; running at most %d of %d slots, unacked at most %d (running + results being stored; %d samples); %d redelivered; worker RSS at 10/50/90%% done: %s MB\n",
+				r.Mode, r.Concurrency, 100*j.OfGenerate, j.RunningMax, j.Slots, j.AckPendingMax, j.Samples, j.Redelivered, joinMB(j.RSSMB))
 		}
 		if r.Rate > 0 {
 			fmt.Fprintf(w, "  %s: open loop at %.1f req/s\n", r.Mode, r.Rate)

@@ -40,6 +40,10 @@ type Options struct {
 	// RetryBusy is how often a request answered 429 worker_busy is sent again, after a jittered
 	// backoff (or the error's retry-after); default 3, negative for none.
 	RetryBusy int
+	// CancelSubject is where the client publishes a request's Codex-Request-Id when it gives up
+	// (its context ends, or a Stream callback fails), so the worker stops the generation; default
+	// "codex.cancel".
+	CancelSubject string
 	// JobsSubject is the jobs subject prefix: Submit publishes to JobsSubject+".submit"; default
 	// "codex.jobs".
 	JobsSubject string
@@ -76,6 +80,9 @@ func New(nc *nats.Conn, opts Options) *Client {
 	if opts.RetryBusy < 0 {
 		opts.RetryBusy = 0
 	}
+	if opts.CancelSubject == "" {
+		opts.CancelSubject = schemas.DefaultCancelSubject
+	}
 	if opts.JobsSubject == "" {
 		opts.JobsSubject = schemas.DefaultJobsSubject
 	}
@@ -99,6 +106,7 @@ func (c *Client) Generate(ctx context.Context, req []byte, hdr nats.Header) (*Re
 		resp, err := c.nc.RequestMsgWithContext(ctx, m)
 		if err != nil {
 			if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+				c.cancel(hdr.Get(schemas.HeaderRequestID))
 				return nil, err
 			}
 			return nil, fmt.Errorf("queue: request on %s: %w", c.opts.Subject, err)
@@ -133,6 +141,10 @@ func (c *Client) Stream(ctx context.Context, req []byte, hdr nats.Header, fn fun
 	hdr = withRequestID(hdr)
 	for attempt := 0; ; attempt++ {
 		r, retry, err := c.streamOnce(ctx, body, hdr, fn)
+		if errors.Is(err, errGaveUp) {
+			c.cancel(hdr.Get(schemas.HeaderRequestID))
+			return nil, errors.Unwrap(err)
+		}
 		if e, ok := schemas.AsError(err); ok && retry && e.Code == schemas.CodeWorkerBusy && attempt < c.opts.RetryBusy {
 			if err := sleepCtx(ctx, busyWait(attempt, e.RetryAfter)); err != nil {
 				return nil, err
@@ -165,7 +177,7 @@ func (c *Client) streamOnce(ctx context.Context, body []byte, hdr nats.Header, f
 	for {
 		msg, err := q.pop(ctx)
 		if err != nil {
-			return nil, false, err
+			return nil, false, gaveUp(err)
 		}
 		if len(msg.Data) == 0 {
 			if len(msg.Header) == 0 {
@@ -199,8 +211,33 @@ func (c *Client) streamOnce(ctx context.Context, body []byte, hdr nats.Header, f
 			r.OutputText = outputText(resp)
 		}
 		if err := fn(msg.Data); err != nil {
-			return nil, false, err
+			return nil, false, gaveUp(err)
 		}
+	}
+}
+
+// errGaveUp marks a stream the client stopped reading (its context ended or fn failed): the
+// worker is told to stop it.
+var errGaveUp = errors.New("client: gave up")
+
+// gaveUp wraps err so that Stream cancels the request and returns err itself.
+func gaveUp(err error) error { return &gaveUpError{err} }
+
+type gaveUpError struct{ err error }
+
+func (e *gaveUpError) Error() string        { return e.err.Error() }
+func (e *gaveUpError) Unwrap() error        { return e.err }
+func (e *gaveUpError) Is(target error) bool { return target == errGaveUp }
+
+// cancel tells the pool to stop request id (best effort: a worker that finished already, or
+// never got it, ignores it). It flushes briefly so the message leaves even if the caller closes
+// the connection next.
+func (c *Client) cancel(id string) {
+	if id == "" {
+		return
+	}
+	if err := c.nc.Publish(c.opts.CancelSubject, []byte(id)); err == nil {
+		_ = c.nc.FlushTimeout(500 * time.Millisecond)
 	}
 }
 
