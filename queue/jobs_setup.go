@@ -80,6 +80,9 @@ func (c JobsConfig) withDefaults() JobsConfig {
 // JetStreamAvailable reports whether the server nc is connected to has JetStream for this
 // account. An error means the question could not be asked (a timeout, a permission).
 func JetStreamAvailable(ctx context.Context, nc *nats.Conn) (bool, error) {
+	if on, _ := nc.ConnectedServerJetStream(); !on {
+		return false, nil // the server says so in its INFO: no API call (and no permission needed)
+	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return false, fmt.Errorf("queue: %w", err)

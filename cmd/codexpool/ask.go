@@ -16,7 +16,9 @@ import (
 )
 
 const askTrailer = `Sends one generation request to the pool and prints the answer. PROMPT "-" reads the
-prompt from standard input. Exit status: 0 on success, 1 with the error on failure.
+prompt from standard input. Ctrl-C (or --timeout) stops the generation on the worker too: ask
+publishes the request id on the cancel subject. Exit status: 0 on success, 1 with the error on
+failure, 130 when interrupted.
 
 Example:
   codexpool ask --stream "Write a haiku about queues"
@@ -81,7 +83,7 @@ func runAsk(ctx context.Context, e env, args []string) error {
 	defer cancel()
 	hdr := nats.Header{}
 	hdr.Set(schemas.HeaderTimeout, timeout.String())
-	cl := client.New(nc, client.Options{Subject: pool.Subject})
+	cl := client.New(nc, client.Options{Subject: pool.Subject, CancelSubject: pool.CancelSubject})
 
 	if *stream {
 		wrote := false
@@ -127,6 +129,8 @@ func askError(err error) error {
 		return exitError{code: 1, msg: msg}
 	}
 	switch {
+	case errors.Is(err, context.Canceled):
+		return exitError{code: 130, msg: "ask: cancelled (the worker was told to stop the generation)"}
 	case errors.Is(err, nats.ErrNoResponders):
 		return exitError{code: 1, msg: "ask: no worker is serving the subject (start one with: codexpool worker)"}
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):

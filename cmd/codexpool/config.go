@@ -29,16 +29,17 @@ const envPrefix = "CODEXPOOL"
 // PoolConfig is how a process reaches the pool: the NATS server list, authentication and TLS, and
 // the subjects. Every subcommand that connects (worker, ask, and the pool's other clients) reads it.
 type PoolConfig struct {
-	NATSURL      string `envconfig:"NATS_URL" desc:"NATS server URL(s), comma-separated; empty = start an embedded NATS server"`
-	NATSCreds    string `envconfig:"NATS_CREDS" desc:"NATS credentials file (user JWT + nkey seed)"`
-	NATSNKey     string `envconfig:"NATS_NKEY" desc:"NATS nkey seed file"`
-	NATSUser     string `envconfig:"NATS_USER" desc:"NATS user name (with CODEXPOOL_NATS_PASSWORD)"`
-	NATSPassword string `envconfig:"NATS_PASSWORD" desc:"NATS password"`
-	NATSToken    string `envconfig:"NATS_TOKEN" desc:"NATS authorization token"`
-	NATSTLSCA    string `envconfig:"NATS_TLS_CA" desc:"PEM file of the CA(s) that sign the NATS server's certificate; turns TLS on"`
-	NATSTLSCert  string `envconfig:"NATS_TLS_CERT" desc:"PEM client certificate for NATS (with CODEXPOOL_NATS_TLS_KEY)"`
-	NATSTLSKey   string `envconfig:"NATS_TLS_KEY" desc:"PEM key of the NATS client certificate"`
-	Subject      string `envconfig:"SUBJECT" default:"codex.generate" desc:"subject of generation requests"`
+	NATSURL       string `envconfig:"NATS_URL" desc:"NATS server URL(s), comma-separated; empty = start an embedded NATS server"`
+	NATSCreds     string `envconfig:"NATS_CREDS" desc:"NATS credentials file (user JWT + nkey seed)"`
+	NATSNKey      string `envconfig:"NATS_NKEY" desc:"NATS nkey seed file"`
+	NATSUser      string `envconfig:"NATS_USER" desc:"NATS user name (with CODEXPOOL_NATS_PASSWORD)"`
+	NATSPassword  string `envconfig:"NATS_PASSWORD" desc:"NATS password"`
+	NATSToken     string `envconfig:"NATS_TOKEN" desc:"NATS authorization token"`
+	NATSTLSCA     string `envconfig:"NATS_TLS_CA" desc:"PEM file of the CA(s) that sign the NATS server's certificate; turns TLS on"`
+	NATSTLSCert   string `envconfig:"NATS_TLS_CERT" desc:"PEM client certificate for NATS (with CODEXPOOL_NATS_TLS_KEY)"`
+	NATSTLSKey    string `envconfig:"NATS_TLS_KEY" desc:"PEM key of the NATS client certificate"`
+	Subject       string `envconfig:"SUBJECT" default:"codex.generate" desc:"subject of generation requests"`
+	CancelSubject string `envconfig:"CANCEL_SUBJECT" default:"codex.cancel" desc:"a Codex-Request-Id published here stops that generation (every worker listens)"`
 
 	JobsSubject   string `envconfig:"JOBS_SUBJECT" default:"codex.jobs" desc:"durable jobs: the stream captures JOBS_SUBJECT.>, jobs are published to JOBS_SUBJECT.submit"`
 	JobsStream    string `envconfig:"JOBS_STREAM" default:"CODEXPOOL_JOBS" desc:"durable jobs: the JetStream stream"`
@@ -60,7 +61,7 @@ func loadPoolConfig(cmd string) (PoolConfig, error) {
 // validate checks the subjects and names.
 func (c PoolConfig) validate(cmd string) error {
 	for _, v := range []struct{ name, value string }{
-		{"SUBJECT", c.Subject}, {"JOBS_SUBJECT", c.JobsSubject},
+		{"SUBJECT", c.Subject}, {"CANCEL_SUBJECT", c.CancelSubject}, {"JOBS_SUBJECT", c.JobsSubject},
 	} {
 		if v.value == "" || strings.ContainsAny(v.value, " \t\r\n*>") {
 			return fmt.Errorf("%s: %s_%s: must be a NATS subject without wildcards, got %q", cmd, envPrefix, v.name, v.value)
@@ -171,7 +172,7 @@ func loadWorkerConfig() (workerConfig, error) {
 // defaultWorkerConfig returns the documented defaults, ignoring the environment.
 func defaultWorkerConfig() workerConfig {
 	return workerConfig{
-		PoolConfig: PoolConfig{Subject: "codex.generate", JobsSubject: "codex.jobs", JobsStream: "CODEXPOOL_JOBS",
+		PoolConfig: PoolConfig{Subject: "codex.generate", CancelSubject: "codex.cancel", JobsSubject: "codex.jobs", JobsStream: "CODEXPOOL_JOBS",
 			ResultsBucket: "CODEXPOOL_RESULTS"},
 		Jobs: "auto", JobsReplicas: 1, JobsDedup: 2 * time.Minute, JobsAckWait: 60 * time.Second,
 		JobsMaxAttempts: 5, JobsMaxAckPending: 10000, ResultsTTL: 24 * time.Hour,
@@ -290,6 +291,7 @@ func (c workerConfig) worker() worker.Config {
 func (c workerConfig) queue() queue.Config {
 	return queue.Config{
 		Subject:         c.Subject,
+		CancelSubject:   c.CancelSubject,
 		QueueGroup:      c.QueueGroup,
 		WorkerID:        c.id(),
 		Version:         serviceVersion(),

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -261,7 +264,7 @@ func TestE2EJobsPermissions(t *testing.T) {
 		{Username: "worker", Password: "worker-pw", Permissions: &server.Permissions{
 			Publish: &server.SubjectPermission{Allow: []string{"codex.generate", "_INBOX.>", "$JS.API.>",
 				"$JS.ACK.CODEXPOOL_JOBS.>", "$KV.CODEXPOOL_RESULTS.>", "replies.>"}},
-			Subscribe: &server.SubjectPermission{Allow: []string{"codex.generate", "_INBOX.>", "$SRV.>"}},
+			Subscribe: &server.SubjectPermission{Allow: []string{"codex.generate", "codex.cancel", "_INBOX.>", "$SRV.>"}},
 		}},
 		{Username: "client", Password: "client-pw", Permissions: &server.Permissions{
 			Publish:   &server.SubjectPermission{Allow: []string{"codex.jobs.submit", "$JS.API.>", "$SRV.>"}},
@@ -312,5 +315,83 @@ func TestE2EJobsPermissions(t *testing.T) {
 	}
 	if out := p.out.String(); strings.Contains(out, "Permissions Violation") {
 		t.Errorf("worker permission violations:\n%s", out)
+	}
+}
+
+// TestE2ECancelStream is issue 15's target 4: a 10 s streamed generation cancelled after its first
+// event. The origin sees the socket closed within 1 s, the client gets 499 cancelled and then the
+// sentinel, and the worker's slot is free.
+func TestE2ECancelStream(t *testing.T) {
+	c := newCluster(t, codextest.Options{Latency: 10 * time.Second, Words: 5})
+	c.startWorker("w-cancel")
+	inbox := c.nc.NewRespInbox()
+	sub, err := c.nc.SubscribeSync(inbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &nats.Msg{Subject: "codex.generate", Reply: inbox, Data: request("a long one", map[string]any{"stream": true}),
+		Header: nats.Header{"Codex-Request-Id": {"e2e-cancel-1"}}}
+	if err := c.nc.PublishMsg(m); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sub.NextMsg(10 * time.Second); err != nil {
+		t.Fatalf("no first event: %v", err)
+	}
+	cancelled := time.Now()
+	if err := c.nc.Publish("codex.cancel", []byte("e2e-cancel-1")); err != nil {
+		t.Fatal(err)
+	}
+	actx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := c.sim.WaitAborts(actx, 1); err != nil {
+		t.Fatalf("the origin did not see the socket closed within 1 s of the cancel: %v", err)
+	}
+	seen := time.Since(cancelled)
+	var last *nats.Msg
+	for {
+		msg, err := sub.NextMsg(5 * time.Second)
+		if err != nil {
+			t.Fatalf("stream did not end: %v", err)
+		}
+		if len(msg.Data) == 0 {
+			break
+		}
+		last = msg
+	}
+	if last == nil || last.Header.Get("Nats-Service-Error-Code") != "499" || !strings.Contains(string(last.Data), `"cancelled"`) {
+		t.Fatalf("last message before the sentinel: %v, want the 499 cancelled error", last)
+	}
+	waitCond(t, 5*time.Second, "in flight back to 0", func() bool {
+		st, ok := workerStatsOf(c.nc, "w-cancel")
+		return ok && st.Inflight == 0
+	})
+	t.Logf("cancel -> origin saw the socket closed after %s; client got 499 cancelled, then the sentinel; in flight 0", seen.Round(time.Microsecond))
+}
+
+// TestE2EAskCtrlC: `codexpool ask` publishes the request id on codex.cancel when interrupted.
+func TestE2EAskCtrlC(t *testing.T) {
+	c := newCluster(t, codextest.Options{Latency: 10 * time.Second})
+	c.startWorker("w-ask-cancel")
+	cmd := exec.Command(binPath, "ask", "--stream", "--nats", c.url, "interrupt me")
+	cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
+	var out testutil.SyncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitCond(t, 10*time.Second, "the generation to start at the origin", func() bool {
+		st := c.sim.Stats()
+		return st.Responses-st.Completed >= 1
+	})
+	_ = cmd.Process.Signal(os.Interrupt)
+	actx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := c.sim.WaitAborts(actx, 1); err != nil {
+		t.Errorf("the origin did not see the socket closed within 1 s of Ctrl-C: %v\n%s", err, out.String())
+	}
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 130 || !strings.Contains(out.String(), "cancelled") {
+		t.Errorf("ask after Ctrl-C: %v, output %q; want exit 130 saying cancelled", err, out.String())
 	}
 }

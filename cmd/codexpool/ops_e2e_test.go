@@ -145,10 +145,10 @@ func TestE2ESecureNATSPermissions(t *testing.T) {
 	opts.Users = []*server.User{
 		{Username: "worker", Password: "worker-pw", Permissions: &server.Permissions{
 			Publish:   &server.SubjectPermission{Allow: []string{"codex.generate", "_INBOX.>"}},
-			Subscribe: &server.SubjectPermission{Allow: []string{"codex.generate", "_INBOX.>", "$SRV.>"}},
+			Subscribe: &server.SubjectPermission{Allow: []string{"codex.generate", "codex.cancel", "_INBOX.>", "$SRV.>"}},
 		}},
 		{Username: "client", Password: "client-pw", Permissions: &server.Permissions{
-			Publish:   &server.SubjectPermission{Allow: []string{"codex.generate", "$SRV.>"}},
+			Publish:   &server.SubjectPermission{Allow: []string{"codex.generate", "codex.cancel", "$SRV.>"}},
 			Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>"}},
 		}},
 	}
