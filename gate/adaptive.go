@@ -3,59 +3,51 @@ package gate
 import (
 	"context"
 	"slices"
+	"sync"
 	"time"
 )
-
-// The Adaptive controller (see the Gate doc comment): a window of upgrades in flight, grown by
-// slow start and halved on a rejection, and a spacing that converges on the accepted rate.
 
 // minSpacing is the spacing below which relaxing goes to Floor: at more than 1000 starts per
 // second the window, not the spacing, is what limits.
 const minSpacing = time.Millisecond
 
-type outcome int
-
-const (
-	outcomeSuccess outcome = iota
-	outcomeForbidden
-	outcomeFailure
-)
-
-// adaptive is the Adaptive controller's state, guarded by Gate.mu (with Gate.spacing, the
-// relaxation run in Gate.streak and Gate.widenedAt).
+// adaptive is the Adaptive controller: a window of upgrades in flight, grown by slow start and
+// halved on a rejection, and a spacing between starts that converges on the rate the origin
+// accepts. The package documentation gives the rules and why the defaults are what they are.
 type adaptive struct {
-	ready    bool      // init has run
-	window   int       // upgrades allowed in flight
-	ssthresh int       // slow start below it; MaxWindow until the first rejection
-	grow     int       // successes towards the next +1 above ssthresh
-	steps    int       // relaxation steps since the last rejection (each cuts harder)
-	inflight int       // permits granted and neither reported nor expired
-	last     time.Time // the last start
-	hold     time.Time // no start before this (a rejection's push, Retry-After)
-	queue    []*waiter // callers waiting, in arrival order
-	slots    slotRing  // the permits in flight, for their leases
-	accepted rateCounter
+	mu        sync.Mutex
+	spacing   time.Duration // gap between consecutive starts
+	streak    int           // paced successes towards the next relaxation step
+	widenedAt time.Time     // the last reaction: rejections of attempts started before it are not news
+	window    int           // upgrades allowed in flight
+	ssthresh  int           // slow start below it; MaxWindow until the first rejection
+	grow      int           // successes towards the next +1 above ssthresh
+	steps     int           // relaxation steps since the last rejection (each cuts harder)
+	inflight  int           // permits granted and neither reported nor expired
+	last      time.Time     // the last start
+	hold      time.Time     // no start before this (a rejection's push, Retry-After)
+	queue     []*waiter     // callers waiting, in arrival order
+	slots     slotRing      // the permits in flight, for their leases
+	accepted  rateCounter
+
+	cfg Config // immutable
 }
 
-// waiter is one caller queued in Wait.
+// waiter is one caller queued in wait.
 type waiter struct {
 	arrival time.Time
 	wake    chan struct{} // buffered(1): "something changed, look again"
 }
 
-func (a *adaptive) init(c Config) {
-	if !a.ready {
-		a.ready = true
-		a.window = c.InitialWindow
-		a.ssthresh = c.MaxWindow
-	}
+func newAdaptive(c Config) *adaptive {
+	return &adaptive{cfg: c, spacing: c.Floor, window: c.InitialWindow, ssthresh: c.MaxWindow}
 }
 
 // earliest is the first time the rate allows the next start.
-func (g *Gate) earliest() time.Time {
-	t := g.a.hold
-	if !g.a.last.IsZero() {
-		if n := g.a.last.Add(g.spacing); n.After(t) {
+func (a *adaptive) earliest() time.Time {
+	t := a.hold
+	if !a.last.IsZero() {
+		if n := a.last.Add(a.spacing); n.After(t) {
 			t = n
 		}
 	}
@@ -63,72 +55,68 @@ func (g *Gate) earliest() time.Time {
 }
 
 // tryGrant grants a start at now if the window and the spacing allow it.
-func (g *Gate) tryGrant(now time.Time) (Permit, bool) {
-	if g.a.inflight >= g.a.window || now.Before(g.earliest()) {
-		return Permit{}, false
+func (a *adaptive) tryGrant(now time.Time) (grant, bool) {
+	if a.inflight >= a.window || now.Before(a.earliest()) {
+		return grant{}, false
 	}
-	g.a.inflight++
-	g.a.last = now
-	return Permit{g: g, start: now, id: g.a.slots.push(now)}, true
+	a.inflight++
+	a.last = now
+	return grant{start: now, id: a.slots.push(now)}, true
 }
 
 // wakeHead tells the first waiter to look again.
-func (g *Gate) wakeHead() {
-	if len(g.a.queue) > 0 {
+func (a *adaptive) wakeHead() {
+	if len(a.queue) > 0 {
 		select {
-		case g.a.queue[0].wake <- struct{}{}:
+		case a.queue[0].wake <- struct{}{}:
 		default:
 		}
 	}
 }
 
 // expire reclaims the slots of permits whose lease ran out unreported.
-func (g *Gate) expire(now time.Time, lease time.Duration) {
-	g.a.inflight -= g.a.slots.expire(now.Add(-lease))
+func (a *adaptive) expire(now time.Time) {
+	a.inflight -= a.slots.expire(now.Add(-a.cfg.Lease))
 }
 
-// waitAdaptive is Wait in Adaptive mode. The fast path (nobody queued, window and spacing open)
-// takes the lock once and does not allocate.
-func (g *Gate) waitAdaptive(ctx context.Context, now, arrival time.Time) (Permit, error) {
-	c := g.config()
-	g.mu.Lock()
-	g.a.init(c)
-	g.expire(now, c.Lease)
-	if len(g.a.queue) == 0 {
-		if p, ok := g.tryGrant(now); ok {
-			g.mu.Unlock()
-			g.starts.Add(1)
-			return p, nil
+// wait is the Adaptive wait. The fast path (nobody queued, window and spacing open) takes the
+// lock once and does not allocate.
+func (a *adaptive) wait(ctx context.Context, now, arrival time.Time) (grant, error) {
+	a.mu.Lock()
+	a.expire(now)
+	if len(a.queue) == 0 {
+		if gr, ok := a.tryGrant(now); ok {
+			a.mu.Unlock()
+			return gr, nil
 		}
 	}
 	w := &waiter{arrival: arrival, wake: make(chan struct{}, 1)}
-	i, _ := slices.BinarySearchFunc(g.a.queue, arrival, func(x *waiter, t time.Time) int {
+	i, _ := slices.BinarySearchFunc(a.queue, arrival, func(x *waiter, t time.Time) int {
 		if x.arrival.After(t) {
 			return 1
 		}
 		return -1 // equal arrivals keep their order
 	})
-	g.a.queue = slices.Insert(g.a.queue, i, w)
+	a.queue = slices.Insert(a.queue, i, w)
 	began := now
 	for {
 		d := time.Duration(-1) // wait for a wake-up only
-		if g.a.queue[0] == w {
-			if p, ok := g.tryGrant(now); ok {
-				g.a.queue = slices.Delete(g.a.queue, 0, 1)
-				g.wakeHead()
-				g.mu.Unlock()
-				g.waited.Add(int64(now.Sub(began)))
-				g.starts.Add(1)
-				return p, nil
+		if a.queue[0] == w {
+			if gr, ok := a.tryGrant(now); ok {
+				a.queue = slices.Delete(a.queue, 0, 1)
+				a.wakeHead()
+				a.mu.Unlock()
+				gr.waited = now.Sub(began)
+				return gr, nil
 			}
-			d = max(g.earliest().Sub(now), 0)
-			if g.a.inflight >= g.a.window {
-				if oldest, ok := g.a.slots.oldest(); ok {
-					d = max(d, oldest.Add(c.Lease).Sub(now))
+			d = max(a.earliest().Sub(now), 0)
+			if a.inflight >= a.window {
+				if oldest, ok := a.slots.oldest(); ok {
+					d = max(d, oldest.Add(a.cfg.Lease).Sub(now))
 				}
 			}
 		}
-		g.mu.Unlock()
+		a.mu.Unlock()
 		var timer <-chan time.Time
 		var t *time.Timer
 		if d >= 0 {
@@ -143,92 +131,98 @@ func (g *Gate) waitAdaptive(ctx context.Context, now, arrival time.Time) (Permit
 		if t != nil {
 			t.Stop()
 		}
-		g.mu.Lock()
+		a.mu.Lock()
 		now = time.Now()
 		if err := ctx.Err(); err != nil {
-			head := g.a.queue[0] == w
-			g.a.queue = slices.DeleteFunc(g.a.queue, func(x *waiter) bool { return x == w })
+			head := a.queue[0] == w
+			a.queue = slices.DeleteFunc(a.queue, func(x *waiter) bool { return x == w })
 			if head {
-				g.wakeHead()
+				a.wakeHead()
 			}
-			g.mu.Unlock()
-			g.waited.Add(int64(now.Sub(began)))
-			return Permit{}, err
+			a.mu.Unlock()
+			return grant{waited: now.Sub(began)}, err
 		}
-		g.expire(now, c.Lease)
+		a.expire(now)
 	}
 }
 
-// reportAdaptive applies one outcome report at time now.
-func (g *Gate) reportAdaptive(p Permit, o outcome, now time.Time, retryAfter time.Duration) {
-	c := g.config()
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.a.init(c)
+// report applies one outcome report at time now.
+func (a *adaptive) report(p Permit, o outcome, now time.Time, retryAfter time.Duration) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	if o == outcomeForbidden && retryAfter > 0 {
-		if t := now.Add(retryAfter); t.After(g.a.hold) {
-			g.a.hold = t
+		if t := now.Add(retryAfter); t.After(a.hold) {
+			a.hold = t
 		}
 	}
-	if !g.a.slots.release(p.id) {
+	if !a.slots.release(p.id) {
 		return // reported before, or its lease ran out: the slot is no longer its own
 	}
-	g.a.inflight--
-	g.expire(now, c.Lease)
-	defer g.wakeHead()
+	a.inflight--
+	a.expire(now)
+	defer a.wakeHead()
 	switch o {
 	case outcomeSuccess:
-		g.a.accepted.add(now, c.RateWindow)
-		g.succeededAdaptive(c)
+		a.accepted.add(now, a.cfg.RateWindow)
+		a.succeeded()
 	case outcomeForbidden:
-		g.forbiddenAdaptive(c, p.start, now)
+		a.forbidden(p.start, now)
 	}
 }
 
-// succeededAdaptive grows the window and relaxes the spacing, each only while it is what limits.
-func (g *Gate) succeededAdaptive(c Config) {
-	queued := len(g.a.queue) > 0
-	if queued || g.a.inflight+1 >= (g.a.window+1)/2 {
-		if g.a.window < g.a.ssthresh {
-			g.a.window++
-		} else if g.a.grow++; g.a.grow >= g.a.window {
-			g.a.grow = 0
-			g.a.window++
+// succeeded grows the window and relaxes the spacing, each only while it is what limits.
+func (a *adaptive) succeeded() {
+	c := &a.cfg
+	queued := len(a.queue) > 0
+	if queued || a.inflight+1 >= (a.window+1)/2 {
+		if a.window < a.ssthresh {
+			a.window++
+		} else if a.grow++; a.grow >= a.window {
+			a.grow = 0
+			a.window++
 		}
-		g.a.window = min(g.a.window, c.MaxWindow)
+		a.window = min(a.window, c.MaxWindow)
 	}
-	if !queued || g.spacing <= c.Floor {
+	if !queued || a.spacing <= c.Floor {
 		return
 	}
-	if g.streak++; g.streak < c.RelaxRun {
+	if a.streak++; a.streak < c.RelaxRun {
 		return
 	}
-	g.streak = 0
-	g.a.steps++
-	cut := (1 - c.Relax) * float64(g.a.steps)
-	s := time.Duration(float64(g.spacing) * max(1-cut, 0.5))
+	a.streak = 0
+	a.steps++
+	cut := (1 - c.Relax) * float64(a.steps)
+	s := time.Duration(float64(a.spacing) * max(1-cut, 0.5))
 	if s < minSpacing {
 		s = 0
 	}
-	g.spacing = max(s, c.Floor)
+	a.spacing = max(s, c.Floor)
 }
 
-// forbiddenAdaptive reacts to a rejection of an attempt that started at start.
-func (g *Gate) forbiddenAdaptive(c Config, start, now time.Time) {
-	g.streak = 0
-	g.a.steps = 0
-	if start.After(g.widenedAt) {
-		g.widenedAt = now
-		g.a.window = max(g.a.window/2, 1)
-		g.a.ssthresh = g.a.window
-		g.a.grow = 0
-		measured := c.RateWindow / time.Duration(max(g.a.accepted.sum(now, c.RateWindow), 1))
-		s := max(time.Duration(float64(g.spacing)*c.Backoff), measured)
-		g.spacing = max(min(s, c.Max), c.Floor)
+// forbidden reacts to a rejection of an attempt that started at start.
+func (a *adaptive) forbidden(start, now time.Time) {
+	c := &a.cfg
+	a.streak = 0
+	a.steps = 0
+	if start.After(a.widenedAt) {
+		a.widenedAt = now
+		a.window = max(a.window/2, 1)
+		a.ssthresh = a.window
+		a.grow = 0
+		measured := c.RateWindow / time.Duration(max(a.accepted.sum(now, c.RateWindow), 1))
+		s := max(time.Duration(float64(a.spacing)*c.Backoff), measured)
+		a.spacing = max(min(s, c.Max), c.Floor)
 	}
-	if t := now.Add(g.spacing); t.After(g.a.hold) {
-		g.a.hold = t
+	if t := now.Add(a.spacing); t.After(a.hold) {
+		a.hold = t
 	}
+}
+
+func (a *adaptive) snapshot(s *Snapshot) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	s.Spacing, s.Streak = a.spacing, a.streak
+	s.Window, s.InFlight, s.Queued = a.window, a.inflight, len(a.queue)
 }
 
 // slotRing holds the start times of the permits in flight, indexed by permit id: ids are handed

@@ -159,9 +159,10 @@ func TestAdaptiveBackoffNeverBelowMeasured(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := New(Config{})
 		reject(t, g, 1) // 1s
-		g.mu.Lock()
-		g.spacing = 10 * time.Millisecond // as if relaxed far below the origin's rate
-		g.mu.Unlock()
+		a := g.ctl.(*adaptive)
+		a.mu.Lock()
+		a.spacing = 10 * time.Millisecond // as if relaxed far below the origin's rate
+		a.mu.Unlock()
 		succeed(t, g, 4) // 4 accepted in the last second
 		reject(t, g, 1)
 		if got := g.Snapshot().Spacing; got != 250*time.Millisecond {
@@ -172,19 +173,17 @@ func TestAdaptiveBackoffNeverBelowMeasured(t *testing.T) {
 
 // relaxSteps returns the spacing after each run of RelaxRun successes while callers are queued.
 func relaxSteps(cfg Config, from time.Duration, runs int, queued bool) []time.Duration {
-	g := New(cfg)
-	c := g.config()
-	g.a.init(c)
-	g.spacing = from
+	a := newAdaptive(cfg.withDefaults())
+	a.spacing = from
 	if queued {
-		g.a.queue = []*waiter{{}}
+		a.queue = []*waiter{{}}
 	}
 	var out []time.Duration
 	for range runs {
-		for range c.RelaxRun {
-			g.succeededAdaptive(c)
+		for range a.cfg.RelaxRun {
+			a.succeeded()
 		}
-		out = append(out, g.spacing)
+		out = append(out, a.spacing)
 	}
 	return out
 }
@@ -229,31 +228,32 @@ func TestAdaptiveRelax(t *testing.T) {
 func TestAdaptiveRejectionRestartsRelaxation(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := New(Config{})
-		c := g.config()
+		a := g.ctl.(*adaptive)
+		c := a.cfg
 		reject(t, g, 1) // spacing 1s
-		g.mu.Lock()
-		g.a.queue = []*waiter{{}}
+		a.mu.Lock()
+		a.queue = []*waiter{{}}
 		for range 2*c.RelaxRun + 3 {
-			g.succeededAdaptive(c)
+			a.succeeded()
 		}
-		if g.spacing != 820312500 || g.streak != 3 {
-			t.Errorf("spacing %v streak %d, want 1s*15/16*14/16, 3", g.spacing, g.streak)
+		if a.spacing != 820312500 || a.streak != 3 {
+			t.Errorf("spacing %v streak %d, want 1s*15/16*14/16, 3", a.spacing, a.streak)
 		}
-		g.a.queue = nil
-		g.mu.Unlock()
+		a.queue = nil
+		a.mu.Unlock()
 		reject(t, g, 1)
-		g.mu.Lock()
-		defer g.mu.Unlock()
-		g.a.queue = []*waiter{{}}
-		if g.streak != 0 || g.a.steps != 0 {
-			t.Errorf("streak %d steps %d after a rejection, want 0, 0", g.streak, g.a.steps)
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		a.queue = []*waiter{{}}
+		if a.streak != 0 || a.steps != 0 {
+			t.Errorf("streak %d steps %d after a rejection, want 0, 0", a.streak, a.steps)
 		}
-		before := g.spacing
+		before := a.spacing
 		for range c.RelaxRun {
-			g.succeededAdaptive(c)
+			a.succeeded()
 		}
-		if want := before * 15 / 16; g.spacing != want {
-			t.Errorf("first step after a rejection: %v, want %v (a 1/16 cut again)", g.spacing, want)
+		if want := before * 15 / 16; a.spacing != want {
+			t.Errorf("first step after a rejection: %v, want %v (a 1/16 cut again)", a.spacing, want)
 		}
 	})
 }

@@ -7,8 +7,8 @@ import (
 )
 
 // Forbidden is implemented by errors that mean "the origin rejected the upgrade with HTTP 403".
-// Connect finds it with errors.As and retries once after the cooldown. RetryAfter is 0 when the
-// origin sent none. A 403 from a forward proxy is not an origin rejection and must not implement it.
+// Connect finds it with errors.As and retries the upgrade (see [Connect]). RetryAfter is 0 when
+// the origin sent none. A 403 from a forward proxy is not an origin rejection and must not implement it.
 type Forbidden interface {
 	error
 	OriginForbidden() (retryAfter time.Duration)
@@ -71,7 +71,7 @@ func Connect[T any](ctx context.Context, g *Gate, p Policy, dial func(ctx contex
 	if err == nil || !errors.As(err, &fb) {
 		return v, res, err
 	}
-	if g.mode() == Adaptive {
+	if g.config().Mode == Adaptive {
 		last := err
 		for err != nil && errors.As(err, &fb) {
 			last = err

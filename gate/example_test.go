@@ -10,7 +10,8 @@ import (
 )
 
 // Most callers wrap each new upgrade in Connect: it waits in the gate, dials with a per-attempt
-// timeout, reports the outcome, and retries an origin 403 once after the cooldown.
+// timeout, reports the outcome, and retries an origin 403 (in the default Adaptive mode through
+// the gate, which the rejection has slowed down; in the others once, after a cooldown).
 func Example() {
 	g := gate.New(gate.Config{}) // one per process and origin
 	dial := func(ctx context.Context) (string, error) {
