@@ -2,6 +2,7 @@ package gate
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"time"
@@ -10,6 +11,28 @@ import (
 // minSpacing is the spacing below which relaxing goes to Floor: at more than 1000 starts per
 // second the window, not the spacing, is what limits.
 const minSpacing = time.Millisecond
+
+// A closed origin: closedRefusals refusals with nothing accepted, the first and the last at least
+// closedSpans RateWindows apart. With nothing accepted the gate spaces its starts at least a
+// RateWindow apart (1 s), and a token-bucket origin refills a token in 1/rate, so an origin that
+// is only rate-limited (at 1/s or faster) accepts the second or third paced attempt; three paced
+// refusals over two seconds mean the origin is refusing everything. A burst refused in the same
+// instant is not enough however large: it is one signal, not several.
+const (
+	closedRefusals = 3
+	closedSpans    = 2
+)
+
+// ErrClosed is returned by [Gate.Wait] in Adaptive mode while the origin is closed: no upgrade
+// was accepted while several were refused (three, spread over at least two RateWindows). A closed
+// origin is probed by one caller at a time at the widest spacing (max(Max, Floor)): a caller that
+// may probe waits for the next probe slot if its context's deadline allows; every other caller gets
+// ErrClosed at once, and so do the callers waiting when the gate closes. The first accepted
+// upgrade reopens the gate. [Connect] returns the last 403 instead.
+var ErrClosed = errors.New("gate: origin closed: upgrades refused and none accepted")
+
+// errBudget ends a retry's wait when its forbidden budget is spent.
+var errBudget = errors.New("gate: forbidden budget spent")
 
 // adaptive is the Adaptive controller: a window of upgrades in flight, grown by slow start and
 // halved on a rejection, and a spacing between starts that converges on the rate the origin
@@ -25,10 +48,18 @@ type adaptive struct {
 	steps     int           // relaxation steps since the last rejection (each cuts harder)
 	inflight  int           // permits granted and neither reported nor expired
 	last      time.Time     // the last start
-	hold      time.Time     // no start before this (a rejection's push, Retry-After)
+	hold      time.Time     // no start before this (a rejection's push, Retry-After); never moves back
 	queue     []*waiter     // callers waiting, in arrival order
 	slots     slotRing      // the permits in flight, for their leases
 	accepted  rateCounter
+
+	refused      int       // refusals since the last acceptance
+	firstRefused time.Time // the first and the last of them
+	lastRefused  time.Time
+	closed       bool      // see ErrClosed
+	probing      bool      // a prober is waiting or its probe is in flight
+	probeID      uint64    // the probe's slot once granted (0: still waiting)
+	probeStart   time.Time // when it was granted
 
 	cfg Config // immutable
 }
@@ -37,17 +68,26 @@ type adaptive struct {
 type waiter struct {
 	arrival time.Time
 	wake    chan struct{} // buffered(1): "something changed, look again"
+	probe   bool          // the closed origin's prober
 }
 
 func newAdaptive(c Config) *adaptive {
 	return &adaptive{cfg: c, spacing: c.Floor, window: c.InitialWindow, ssthresh: c.MaxWindow}
 }
 
+// widest is the spacing of a closed origin's probes.
+func (a *adaptive) widest() time.Duration { return max(a.cfg.Max, a.cfg.Floor) }
+
 // earliest is the first time the rate allows the next start.
 func (a *adaptive) earliest() time.Time {
 	t := a.hold
 	if !a.last.IsZero() {
 		if n := a.last.Add(a.spacing); n.After(t) {
+			t = n
+		}
+	}
+	if a.closed {
+		if n := a.lastRefused.Add(a.widest()); n.After(t) {
 			t = n
 		}
 	}
@@ -67,43 +107,77 @@ func (a *adaptive) tryGrant(now time.Time) (grant, bool) {
 // wakeHead tells the first waiter to look again.
 func (a *adaptive) wakeHead() {
 	if len(a.queue) > 0 {
-		select {
-		case a.queue[0].wake <- struct{}{}:
-		default:
-		}
+		wake(a.queue[0])
+	}
+}
+
+func wake(w *waiter) {
+	select {
+	case w.wake <- struct{}{}:
+	default:
 	}
 }
 
 // expire reclaims the slots of permits whose lease ran out unreported.
 func (a *adaptive) expire(now time.Time) {
 	a.inflight -= a.slots.expire(now.Add(-a.cfg.Lease))
+	if a.probeID != 0 && now.Sub(a.probeStart) >= a.cfg.Lease {
+		a.probing, a.probeID = false, 0 // its slot was just reclaimed
+	}
+}
+
+// mayProbe reports whether r may become the closed origin's prober.
+func (a *adaptive) mayProbe(r request) bool {
+	return !r.retry && !a.probing && (r.probeBy.IsZero() || !a.earliest().After(r.probeBy))
 }
 
 // wait is the Adaptive wait. The fast path (nobody queued, window and spacing open) takes the
 // lock once and does not allocate.
-func (a *adaptive) wait(ctx context.Context, now, arrival time.Time) (grant, error) {
+func (a *adaptive) wait(ctx context.Context, now time.Time, r request) (grant, error) {
 	a.mu.Lock()
 	a.expire(now)
-	if len(a.queue) == 0 {
+	probe := false
+	if a.closed {
+		if !a.mayProbe(r) {
+			a.mu.Unlock()
+			return grant{}, ErrClosed
+		}
+		probe, a.probing = true, true
+	} else if len(a.queue) == 0 {
 		if gr, ok := a.tryGrant(now); ok {
 			a.mu.Unlock()
 			return gr, nil
 		}
 	}
-	w := &waiter{arrival: arrival, wake: make(chan struct{}, 1)}
-	i, _ := slices.BinarySearchFunc(a.queue, arrival, func(x *waiter, t time.Time) int {
-		if x.arrival.After(t) {
-			return 1
+	w := &waiter{arrival: r.arrival, wake: make(chan struct{}, 1), probe: probe}
+	i, _ := slices.BinarySearchFunc(a.queue, r.arrival, func(x *waiter, t time.Time) int {
+		if x.arrival.After(t) || r.retry && x.arrival.Equal(t) {
+			return 1 // a retry goes before the callers that arrived with it but have not started
 		}
 		return -1 // equal arrivals keep their order
 	})
 	a.queue = slices.Insert(a.queue, i, w)
 	began := now
 	for {
+		var err error
+		switch {
+		case a.closed && (!w.probe || !r.probeBy.IsZero() && a.earliest().After(r.probeBy)):
+			err = ErrClosed
+		case !r.deadline.IsZero() && (!now.Before(r.deadline) || a.hold.After(r.deadline)):
+			err = errBudget // the hold never moves back: no start can come in time
+		}
+		if err != nil {
+			a.leave(w)
+			a.mu.Unlock()
+			return grant{waited: now.Sub(began)}, err
+		}
 		d := time.Duration(-1) // wait for a wake-up only
 		if a.queue[0] == w {
 			if gr, ok := a.tryGrant(now); ok {
 				a.queue = slices.Delete(a.queue, 0, 1)
+				if w.probe && a.closed {
+					a.probeID, a.probeStart = gr.id, now
+				}
 				a.wakeHead()
 				a.mu.Unlock()
 				gr.waited = now.Sub(began)
@@ -115,6 +189,9 @@ func (a *adaptive) wait(ctx context.Context, now, arrival time.Time) (grant, err
 					d = max(d, oldest.Add(a.cfg.Lease).Sub(now))
 				}
 			}
+		}
+		if !r.deadline.IsZero() && (d < 0 || r.deadline.Sub(now) < d) {
+			d = r.deadline.Sub(now)
 		}
 		a.mu.Unlock()
 		var timer <-chan time.Time
@@ -134,15 +211,23 @@ func (a *adaptive) wait(ctx context.Context, now, arrival time.Time) (grant, err
 		a.mu.Lock()
 		now = time.Now()
 		if err := ctx.Err(); err != nil {
-			head := a.queue[0] == w
-			a.queue = slices.DeleteFunc(a.queue, func(x *waiter) bool { return x == w })
-			if head {
-				a.wakeHead()
-			}
+			a.leave(w)
 			a.mu.Unlock()
 			return grant{waited: now.Sub(began)}, err
 		}
 		a.expire(now)
+	}
+}
+
+// leave takes w out of the queue without a start.
+func (a *adaptive) leave(w *waiter) {
+	head := a.queue[0] == w
+	a.queue = slices.DeleteFunc(a.queue, func(x *waiter) bool { return x == w })
+	if w.probe && a.probeID == 0 {
+		a.probing = false
+	}
+	if head {
+		a.wakeHead()
 	}
 }
 
@@ -158,15 +243,41 @@ func (a *adaptive) report(p Permit, o outcome, now time.Time, retryAfter time.Du
 	if !a.slots.release(p.id) {
 		return // reported before, or its lease ran out: the slot is no longer its own
 	}
+	if p.id == a.probeID {
+		a.probing, a.probeID = false, 0
+	}
 	a.inflight--
 	a.expire(now)
 	defer a.wakeHead()
 	switch o {
 	case outcomeSuccess:
 		a.accepted.add(now, a.cfg.RateWindow)
+		a.reopen()
 		a.succeeded()
 	case outcomeForbidden:
 		a.forbidden(p.start, now)
+		a.refusedAt(now)
+	}
+}
+
+// reopen records an accepted upgrade: the origin is not closed.
+func (a *adaptive) reopen() {
+	a.refused = 0
+	a.closed, a.probing, a.probeID = false, false, 0
+}
+
+// refusedAt records a refusal at now and closes the gate when the origin refuses everything.
+func (a *adaptive) refusedAt(now time.Time) {
+	if a.refused == 0 {
+		a.firstRefused = now
+	}
+	a.refused++
+	a.lastRefused = now
+	if !a.closed && a.refused >= closedRefusals && now.Sub(a.firstRefused) >= closedSpans*a.cfg.RateWindow {
+		a.closed = true
+		for _, w := range a.queue { // they are answered at once
+			wake(w)
+		}
 	}
 }
 
@@ -223,6 +334,7 @@ func (a *adaptive) snapshot(s *Snapshot) {
 	defer a.mu.Unlock()
 	s.Spacing, s.Streak = a.spacing, a.streak
 	s.Window, s.InFlight, s.Queued = a.window, a.inflight, len(a.queue)
+	s.Closed = a.closed
 }
 
 // slotRing holds the start times of the permits in flight, indexed by permit id: ids are handed

@@ -354,26 +354,32 @@ func TestConnectAdaptiveRetriesUntilAccepted(t *testing.T) {
 		g := New(Config{})
 		t0 := time.Now()
 		forbidden := &originForbidden{msg: "slow down"}
-		steps := []step{{after: handshake, err: forbidden}, {after: handshake, err: forbidden},
-			{after: handshake, err: forbidden}, {after: handshake}}
+		// Two refusals, not three: a third over two seconds would mean a closed origin.
+		steps := []step{{after: handshake, err: forbidden}, {after: handshake, err: forbidden}, {after: handshake}}
 		var attempts []time.Duration
 		conn, res, err := Connect(t.Context(), g, ReferencePolicy(), script(t, t0, steps, &attempts))
-		if conn != "conn4" || err != nil {
-			t.Fatalf("Connect = %q, %v; want conn4, nil", conn, err)
+		if conn != "conn3" || err != nil {
+			t.Fatalf("Connect = %q, %v; want conn3, nil", conn, err)
 		}
-		// Paced by the gate, no cooldown: 1s (nothing accepted yet), then x1.25 twice, each from
-		// the rejection's report.
-		want := []time.Duration{0, 1001 * time.Millisecond, 2252 * time.Millisecond, 3815500 * time.Microsecond}
+		// Paced by the gate, no cooldown: 1s (nothing accepted yet), then x1.25, each from the
+		// rejection's report.
+		want := []time.Duration{0, 1001 * time.Millisecond, 2252 * time.Millisecond}
 		if !slices.Equal(attempts, want) {
 			t.Errorf("attempts began at %v, want %v", attempts, want)
 		}
-		if res.Attempts != 4 || res.Waited != want[3]-3*handshake {
-			t.Errorf("Result %+v, want 4 attempts, waited %v", res, want[3]-3*handshake)
+		if res.Attempts != 3 || res.Waited != want[2]-2*handshake {
+			t.Errorf("Result %+v, want 3 attempts, waited %v", res, want[2]-2*handshake)
 		}
 	})
 }
 
-func TestConnectAdaptiveRetriesBoundedByDeadline(t *testing.T) {
+func TestConnectAdaptiveRetriesBounded(t *testing.T) {
+	always := func(n *int) func(context.Context) (string, error) {
+		return func(context.Context) (string, error) {
+			*n++
+			return "", &originForbidden{msg: "always"}
+		}
+	}
 	// Cancellation (not a deadline) still returns ctx.Err().
 	synctest.Test(t, func(t *testing.T) {
 		g := New(Config{Max: time.Second})
@@ -386,25 +392,61 @@ func TestConnectAdaptiveRetriesBoundedByDeadline(t *testing.T) {
 			t.Errorf("Connect after cancel = %v, want context.Canceled", err)
 		}
 	})
-	synctest.Test(t, func(t *testing.T) {
-		g := New(Config{Max: time.Second})
-		t0 := time.Now()
-		ctx, cancel := context.WithTimeout(t.Context(), 5500*time.Millisecond)
-		defer cancel()
-		n := 0
-		_, res, err := Connect(ctx, g, Policy{}, func(ctx context.Context) (string, error) {
-			n++
-			return "", &originForbidden{msg: "always"}
+	tests := []struct {
+		name     string
+		deadline time.Duration // of ctx; 0 = none
+		budget   time.Duration
+		wantAt   time.Duration
+		wantN    int
+	}{
+		// The second refusal (at 1s) pushes the next start to 2.25s, past 1.5s: answered at once.
+		{"the deadline first", 1500 * time.Millisecond, time.Minute, time.Second, 2},
+		{"the budget first", time.Minute, 1500 * time.Millisecond, time.Second, 2},
+		{"the budget, no deadline", 0, 1500 * time.Millisecond, time.Second, 2},
+		{"the budget ends while waiting: a start due then is too late", 0, 2 * time.Second, 2 * time.Second, 2},
+		{"a short budget", 0, 500 * time.Millisecond, 0, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				g := New(Config{Max: time.Second})
+				t0 := time.Now()
+				ctx := t.Context()
+				if tt.deadline > 0 {
+					var cancel context.CancelFunc
+					ctx, cancel = context.WithTimeout(ctx, tt.deadline)
+					defer cancel()
+				}
+				n := 0
+				_, res, err := Connect(ctx, g, Policy{ForbiddenBudget: tt.budget}, always(&n))
+				var fb *originForbidden
+				if !errors.As(err, &fb) || fb.msg != "always" {
+					t.Errorf("Connect = %v, want the last 403", err)
+				}
+				if at := time.Since(t0); at != tt.wantAt {
+					t.Errorf("returned at %v, want %v", at, tt.wantAt)
+				}
+				if n != tt.wantN || res.Attempts != tt.wantN {
+					t.Errorf("%d dials, %d attempts; want %d (one a second)", n, res.Attempts, tt.wantN)
+				}
+			})
 		})
+	}
+}
+
+func TestConnectAdaptiveRetryAfterBeyondBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := New(Config{})
+		t0 := time.Now()
+		steps := []step{{err: &originForbidden{msg: "later", retryAfter: time.Minute}}}
+		var attempts []time.Duration
+		_, _, err := Connect(t.Context(), g, Policy{}, script(t, t0, steps, &attempts))
 		var fb *originForbidden
-		if !errors.As(err, &fb) || fb.msg != "always" {
-			t.Errorf("Connect = %v, want the last 403 once the deadline has passed", err)
+		if !errors.As(err, &fb) || fb.msg != "later" {
+			t.Errorf("Connect = %v, want the 403", err)
 		}
-		if at := time.Since(t0); at != 5500*time.Millisecond {
-			t.Errorf("returned at %v, want 5.5s (the deadline)", at)
-		}
-		if n != 6 || res.Attempts != 6 {
-			t.Errorf("%d dials, %d attempts; want 6 (at 0, 1, 2, 3, 4, 5s)", n, res.Attempts)
+		if at := time.Since(t0); at != 0 {
+			t.Errorf("returned at %v, want at once: no start can come within the 10s budget", at)
 		}
 	})
 }

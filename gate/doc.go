@@ -45,6 +45,28 @@
 // for at most Lease (1m), then the slot is reclaimed; a second report of a Permit, or one after
 // its lease, changes only the counters (and a Retry-After it carries is still honoured).
 //
+// # The forbidden budget and a closed origin
+//
+// [Connect] retries a refused upgrade through the gate for at most Policy.ForbiddenBudget (10s)
+// from the first refusal, or until ctx's deadline if that comes first, and then returns the last
+// 403; a retry that the gate already knows cannot start in time (a Retry-After beyond it) is
+// answered at once. A retry keeps its first arrival, so it goes before the callers that came
+// after it, and before those that came with it but have not started yet.
+//
+// An origin that refuses everything (a blocked account, a WAF rule) is not a rate limit, and
+// retrying each request until its budget ends only keeps clients waiting while the gate keeps
+// knocking. Three refusals with nothing accepted, the first and the last at least two
+// RateWindows apart, close the gate: with nothing accepted the gate spaces its attempts at least a
+// RateWindow apart, so a token-bucket origin that takes one upgrade per second or more accepts the
+// second or the third, while a burst refused in one instant counts as one signal, not three.
+// While closed, waiting callers and refused retries get [ErrClosed] at once (Connect: the last
+// 403); one new caller at a time probes, at the widest spacing (max(Max, Floor) after the last
+// refusal), if that slot comes before its deadline (Connect: its budget), and every other caller
+// is answered at once. The first accepted upgrade reopens the gate with the spacing it had. In
+// virtual time against an origin that refuses everything: one request is answered after 2.26s and
+// 3 attempts; 50 concurrent requests after 2.26s and 4 attempts; after the origin opens again, the
+// next request is served within 8s (the probe slot).
+//
 // # Why the defaults are what they are
 //
 // Measured against a simulated token-bucket origin in virtual time (5/s burst 5, 1/s burst 1,

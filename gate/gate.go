@@ -156,18 +156,27 @@ type Gate struct {
 	successes  atomic.Int64
 	failures   atomic.Int64
 	waited     atomic.Int64 // nanoseconds
+
+	last403 atomic.Pointer[error] // the last 403 Connect saw, for a closed origin's answer
 }
 
 // controller is the pacing algorithm of one Mode. The Gate counts; the controller decides.
 type controller interface {
-	// wait blocks until a start may happen, for a caller that came to the gate at now and first
-	// arrived at arrival (a retry keeps its first arrival). It reports how long it waited, also
-	// when it fails.
-	wait(ctx context.Context, now, arrival time.Time) (grant, error)
+	// wait blocks until a start may happen for r, which came to the gate at now. It reports how
+	// long it waited, also when it fails.
+	wait(ctx context.Context, now time.Time, r request) (grant, error)
 	// report applies the outcome of p's attempt at now; it must not block on a wait.
 	report(p Permit, o outcome, now time.Time, retryAfter time.Duration)
 	// snapshot fills in the controller's part of s.
 	snapshot(s *Snapshot)
+}
+
+// request is one caller of wait. Only the Adaptive controller looks beyond arrival.
+type request struct {
+	arrival  time.Time // when the caller first came (a retry keeps it, and so its place in line)
+	deadline time.Time // the wait ends with errBudget then, or at once when no start can come before it (zero: none)
+	probeBy  time.Time // closed origin: the latest probe slot this caller will wait for (zero: any)
+	retry    bool      // the caller was refused already: a closed origin answers it at once
 }
 
 // grant is one start a controller allowed (or, with an error, the time a failed wait took).
@@ -226,21 +235,22 @@ func (g *Gate) config() Config {
 // its outcome. If ctx is done first, Wait returns ctx.Err() (unwrapped) at once and gives the slot
 // back when that is possible. Wait does not allocate when it does not have to wait.
 func (g *Gate) Wait(ctx context.Context) (Permit, error) {
-	return g.wait(ctx, time.Time{})
+	d, _ := ctx.Deadline()
+	return g.wait(ctx, request{probeBy: d})
 }
 
-// wait is Wait for a caller that arrived at arrival (zero: now); in Adaptive mode, waiting callers
-// start in arrival order, so a retry keeps its place in the line.
-func (g *Gate) wait(ctx context.Context, arrival time.Time) (Permit, error) {
+// wait is Wait for r (a zero arrival means now); in Adaptive mode, waiting callers start in
+// arrival order, so a retry keeps its place in the line.
+func (g *Gate) wait(ctx context.Context, r request) (Permit, error) {
 	if err := ctx.Err(); err != nil {
 		return Permit{}, err
 	}
 	c := g.controller()
 	now := time.Now()
-	if arrival.IsZero() {
-		arrival = now
+	if r.arrival.IsZero() {
+		r.arrival = now
 	}
-	gr, err := c.wait(ctx, now, arrival)
+	gr, err := c.wait(ctx, now, r)
 	if gr.waited != 0 {
 		g.waited.Add(int64(gr.waited))
 	}
@@ -264,6 +274,7 @@ type Snapshot struct {
 	Window     int           // Adaptive: upgrades allowed in flight (0 in the other modes)
 	InFlight   int           // Adaptive: permits granted and not yet reported
 	Queued     int           // Adaptive: callers waiting in the gate
+	Closed     bool          // Adaptive: the origin is closed (see [ErrClosed])
 }
 
 // Snapshot returns the current state.

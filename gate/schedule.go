@@ -54,7 +54,7 @@ func (s *schedule) cancel(r reservation) {
 }
 
 // wait reserves a slot and sleeps until it begins, or gives it back if ctx ends first.
-func (s *schedule) wait(ctx context.Context, now, _ time.Time) (grant, error) {
+func (s *schedule) wait(ctx context.Context, now time.Time, _ request) (grant, error) {
 	r := s.reserve(now)
 	delay := r.start.Sub(now)
 	if delay <= 0 {
@@ -83,7 +83,9 @@ func (f *fixed) snapshot(s *Snapshot) { s.Spacing = f.spacing }
 // off is the Off controller: starts never wait.
 type off struct{}
 
-func (off) wait(_ context.Context, now, _ time.Time) (grant, error) { return grant{start: now}, nil }
+func (off) wait(_ context.Context, now time.Time, _ request) (grant, error) {
+	return grant{start: now}, nil
+}
 
 func (off) report(Permit, outcome, time.Time, time.Duration) {}
 
