@@ -37,29 +37,43 @@ var errBudget = errors.New("gate: forbidden budget spent")
 // adaptive is the Adaptive controller: a window of upgrades in flight, grown by slow start and
 // halved on a rejection, and a spacing between starts that converges on the rate the origin
 // accepts. The package documentation gives the rules and why the defaults are what they are.
+//
+// spacing is the fleet's spacing: the gap between starts that the whole fleet of gates sharing
+// the limit may make. This gate's own gap is spacing divided by its share of the fleet's demand;
+// without peers the share is 1 and the two are the same.
 type adaptive struct {
 	mu        sync.Mutex
-	spacing   time.Duration // gap between consecutive starts
+	spacing   time.Duration // the fleet's gap between consecutive starts
 	streak    int           // paced successes towards the next relaxation step
 	widenedAt time.Time     // the last reaction: rejections of attempts started before it are not news
+	epoch     uint64        // reactions so far, this gate's and those adopted from peers
+	backedOff time.Duration // the last reaction's spacing before the measured floor
+	measured  int           // the last reaction's count of upgrades accepted in the RateWindow
 	window    int           // upgrades allowed in flight
 	ssthresh  int           // slow start below it; MaxWindow until the first rejection
 	grow      int           // successes towards the next +1 above ssthresh
 	steps     int           // relaxation steps since the last rejection (each cuts harder)
 	inflight  int           // permits granted and neither reported nor expired
 	last      time.Time     // the last start
-	hold      time.Time     // no start before this (a rejection's push, Retry-After); never moves back
+	hold      time.Time     // no start before this (a rejection's push, Retry-After); moves back only when peers' late news refines a reaction
+	retryHold time.Time     // the part of hold that Retry-Afters reported here asked for
+	pushedAt  time.Time     // the last rejection's push
 	queue     []*waiter     // callers waiting, in arrival order
 	slots     slotRing      // the permits in flight, for their leases
 	accepted  rateCounter
 
-	refused      int       // refusals since the last acceptance
-	firstRefused time.Time // the first and the last of them
-	lastRefused  time.Time
+	acceptedTotal, rejectedTotal uint64 // outcomes reported (first reports only)
+
+	refused      int       // refusals since the last acceptance, this gate's and its peers'
+	ownRefused   bool      // one of them was this gate's own
+	firstRefused time.Time // the first of them
+	lastRefused  time.Time // this gate's last
 	closed       bool      // see ErrClosed
 	probing      bool      // a prober is waiting or its probe is in flight
 	probeID      uint64    // the probe's slot once granted (0: still waiting)
 	probeStart   time.Time // when it was granted
+
+	f *fleet // the peers; nil in process scope
 
 	cfg Config // immutable
 }
@@ -78,25 +92,100 @@ func newAdaptive(c Config) *adaptive {
 // widest is the spacing of a closed origin's probes.
 func (a *adaptive) widest() time.Duration { return max(a.cfg.Max, a.cfg.Floor) }
 
+// clampSpacing keeps a fleet spacing within [Floor, max(Max, Floor)].
+func (a *adaptive) clampSpacing(s time.Duration) time.Duration {
+	return max(min(s, a.cfg.Max), a.cfg.Floor)
+}
+
+// ownSpacing is this gate's gap between starts: the fleet's spacing over its share, at most the
+// widest spacing (so that no peer's claim can slow it further).
+func (a *adaptive) ownSpacing(now time.Time) time.Duration {
+	if a.spacing <= 0 || a.f == nil {
+		return a.spacing
+	}
+	sh := a.share(now)
+	if sh >= 1 {
+		return a.spacing
+	}
+	return max(min(time.Duration(float64(a.spacing)/sh), a.widest()), a.spacing)
+}
+
 // earliest is the first time the rate allows the next start.
-func (a *adaptive) earliest() time.Time {
+func (a *adaptive) earliest(now time.Time) time.Time {
 	t := a.hold
 	if !a.last.IsZero() {
-		if n := a.last.Add(a.spacing); n.After(t) {
+		if n := a.last.Add(a.ownSpacing(now)); n.After(t) {
 			t = n
 		}
 	}
+	if f := a.f; f != nil {
+		t = later(t, f.peerHold)
+		if a.spacing > 0 && !f.peerStartAt.IsZero() && a.livePeers(now) > 0 {
+			// The fleet's pace: a spacing after the last start heard of anywhere in the fleet,
+			// but at most a spacing later than this gate's own pace would allow.
+			t = later(t, earlier(f.peerStartAt.Add(a.spacing), a.last.Add(a.ownSpacing(now)+a.spacing)))
+		}
+	}
 	if a.closed {
-		if n := a.lastRefused.Add(a.widest()); n.After(t) {
+		if n := a.probeSlot(now); n.After(t) {
 			t = n
 		}
 	}
 	return t
 }
 
+// probeSlot is a closed origin's next probe: the widest spacing after this gate's last refusal,
+// and after the last one a peer reported (plus a fixed offset per gate, so that the same gate
+// keeps probing for the fleet), but never more than live peers + 1 widest spacings after this
+// gate's own.
+func (a *adaptive) probeSlot(now time.Time) time.Time {
+	w := a.widest()
+	t := a.lastRefused.Add(w)
+	if n := a.livePeers(now); n > 0 && a.f.peerRefusedAt.After(a.lastRefused) {
+		jitter := time.Duration(a.f.id%1024) * (w / 4096)
+		t = later(t, earlier(a.f.peerRefusedAt.Add(w+jitter), a.lastRefused.Add(time.Duration(n+1)*w)))
+	}
+	return t
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+func earlier(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// limit is this gate's part of the window: the window times its share of the fleet's demand,
+// counting each live peer as at least one caller (its demand is known as of its last signal, up
+// to an interval ago, and a burst reaches every gate at once). While the fleet is not paced yet
+// and that part is below one upgrade, the window's slots go one each to the busy gates in id
+// order, so that a fleet in slow start has about a window in flight rather than one upgrade per
+// gate; a gate left out still gets a start after a ReportInterval without one, so peers can delay
+// its starts but never stop them. It is 0 only in that case.
+func (a *adaptive) limit(now time.Time) int {
+	if a.f == nil || a.window <= 1 && a.spacing > 0 || a.livePeers(now) == 0 {
+		return a.window
+	}
+	self := max(len(a.queue)+a.inflight, 1)
+	if n := a.window * self / (self + a.f.peerDemand1); n >= 1 || a.spacing > 0 {
+		return max(n, 1)
+	}
+	if now.Sub(a.last) >= a.cfg.ReportInterval || a.f.rank(now, a.cfg.ReportInterval) < a.window {
+		return 1
+	}
+	return 0
+}
+
 // tryGrant grants a start at now if the window and the spacing allow it.
 func (a *adaptive) tryGrant(now time.Time) (grant, bool) {
-	if a.inflight >= a.window || now.Before(a.earliest()) {
+	if a.inflight >= a.limit(now) || now.Before(a.earliest(now)) {
 		return grant{}, false
 	}
 	a.inflight++
@@ -108,6 +197,13 @@ func (a *adaptive) tryGrant(now time.Time) (grant, bool) {
 func (a *adaptive) wakeHead() {
 	if len(a.queue) > 0 {
 		wake(a.queue[0])
+	}
+}
+
+// wakeAll tells every waiter to look again.
+func (a *adaptive) wakeAll() {
+	for _, w := range a.queue {
+		wake(w)
 	}
 }
 
@@ -126,9 +222,9 @@ func (a *adaptive) expire(now time.Time) {
 	}
 }
 
-// mayProbe reports whether r may become the closed origin's prober.
-func (a *adaptive) mayProbe(r request) bool {
-	return !r.retry && !a.probing && (r.probeBy.IsZero() || !a.earliest().After(r.probeBy))
+// mayProbe reports whether r may become the closed origin's prober at now.
+func (a *adaptive) mayProbe(r request, now time.Time) bool {
+	return !r.retry && !a.probing && (r.probeBy.IsZero() || !a.earliest(now).After(r.probeBy))
 }
 
 // wait is the Adaptive wait. The fast path (nobody queued, window and spacing open) takes the
@@ -136,9 +232,12 @@ func (a *adaptive) mayProbe(r request) bool {
 func (a *adaptive) wait(ctx context.Context, now time.Time, r request) (grant, error) {
 	a.mu.Lock()
 	a.expire(now)
+	if f := a.f; f != nil && f.live > 0 && len(a.queue)+a.inflight >= 2*f.sentDemand {
+		a.notify() // busy again, or twice as busy as the peers last heard: their shares change
+	}
 	probe := false
 	if a.closed {
-		if !a.mayProbe(r) {
+		if !a.mayProbe(r, now) {
 			a.mu.Unlock()
 			return grant{}, ErrClosed
 		}
@@ -161,10 +260,10 @@ func (a *adaptive) wait(ctx context.Context, now time.Time, r request) (grant, e
 	for {
 		var err error
 		switch {
-		case a.closed && (!w.probe || !r.probeBy.IsZero() && a.earliest().After(r.probeBy)):
+		case a.closed && (!w.probe || !r.probeBy.IsZero() && a.earliest(now).After(r.probeBy)):
 			err = ErrClosed
 		case !r.deadline.IsZero() && (!now.Before(r.deadline) || a.hold.After(r.deadline)):
-			err = errBudget // the hold never moves back: no start can come in time
+			err = errBudget // no start can come in time (the hold moves back only by peers' refinement)
 		}
 		if err != nil {
 			a.leave(w)
@@ -183,8 +282,10 @@ func (a *adaptive) wait(ctx context.Context, now time.Time, r request) (grant, e
 				gr.waited = now.Sub(began)
 				return gr, nil
 			}
-			d = max(a.earliest().Sub(now), 0)
-			if a.inflight >= a.window {
+			d = max(a.earliest(now).Sub(now), 0)
+			if l := a.limit(now); l == 0 {
+				d = max(d, a.last.Add(a.cfg.ReportInterval).Sub(now)) // or a peer's news
+			} else if a.inflight >= l {
 				if oldest, ok := a.slots.oldest(); ok {
 					d = max(d, oldest.Add(a.cfg.Lease).Sub(now))
 				}
@@ -236,9 +337,8 @@ func (a *adaptive) report(p Permit, o outcome, now time.Time, retryAfter time.Du
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if o == outcomeForbidden && retryAfter > 0 {
-		if t := now.Add(retryAfter); t.After(a.hold) {
-			a.hold = t
-		}
+		t := now.Add(retryAfter)
+		a.hold, a.retryHold = later(a.hold, t), later(a.retryHold, t)
 	}
 	if !a.slots.release(p.id) {
 		return // reported before, or its lease ran out: the slot is no longer its own
@@ -251,53 +351,57 @@ func (a *adaptive) report(p Permit, o outcome, now time.Time, retryAfter time.Du
 	defer a.wakeHead()
 	switch o {
 	case outcomeSuccess:
+		a.acceptedTotal++
 		a.accepted.add(now, a.cfg.RateWindow)
-		a.reopen()
-		a.succeeded()
+		if a.closed || a.spacing > 0 {
+			a.notify() // the peers reopen too; or, paced, they count this start in the fleet's pace
+		}
+		a.acceptedByFleet()
+		a.succeeded(now)
 	case outcomeForbidden:
+		a.rejectedTotal++
+		a.notify()
 		a.forbidden(p.start, now)
-		a.refusedAt(now)
+		a.lastRefused, a.ownRefused = now, true
+		a.refusedByFleet(now)
 	}
 }
 
-// reopen records an accepted upgrade: the origin is not closed.
-func (a *adaptive) reopen() {
-	a.refused = 0
+// acceptedByFleet records an accepted upgrade, here or at a peer: the origin is not closed.
+func (a *adaptive) acceptedByFleet() {
+	a.refused, a.ownRefused = 0, false
 	a.closed, a.probing, a.probeID = false, false, 0
 }
 
-// refusedAt records a refusal at now and closes the gate when the origin refuses everything.
-func (a *adaptive) refusedAt(now time.Time) {
+// refusedByFleet records a refusal at now, here or at a peer, and closes the gate when the origin
+// refuses everything. One of the refusals must be this gate's own, so peers alone cannot close it.
+func (a *adaptive) refusedByFleet(now time.Time) {
 	if a.refused == 0 {
 		a.firstRefused = now
 	}
 	a.refused++
-	a.lastRefused = now
-	if !a.closed && a.refused >= closedRefusals && now.Sub(a.firstRefused) >= closedSpans*a.cfg.RateWindow {
+	if !a.closed && a.ownRefused && a.refused >= closedRefusals && now.Sub(a.firstRefused) >= closedSpans*a.cfg.RateWindow {
 		a.closed = true
-		for _, w := range a.queue { // they are answered at once
-			wake(w)
-		}
+		a.notify()
+		a.wakeAll() // they are answered at once
 	}
 }
 
-// succeeded grows the window and relaxes the spacing, each only while it is what limits.
-func (a *adaptive) succeeded() {
+// succeeded grows the window and relaxes the spacing, each only while it is what limits. With
+// peers, a success here stands for 1/share of the fleet's, so the fleet relaxes as one gate would.
+func (a *adaptive) succeeded(now time.Time) {
 	c := &a.cfg
 	queued := len(a.queue) > 0
-	if queued || a.inflight+1 >= (a.window+1)/2 {
-		if a.window < a.ssthresh {
-			a.window++
-		} else if a.grow++; a.grow >= a.window {
-			a.grow = 0
-			a.window++
-		}
-		a.window = min(a.window, c.MaxWindow)
-	}
+	a.growWindow(now, 1)
 	if !queued || a.spacing <= c.Floor {
 		return
 	}
-	if a.streak++; a.streak < c.RelaxRun {
+	a.streak++
+	if run := c.RelaxRun; a.f == nil {
+		if a.streak < run {
+			return
+		}
+	} else if float64(a.streak) < max(float64(run)*a.share(now), 1) {
 		return
 	}
 	a.streak = 0
@@ -310,31 +414,76 @@ func (a *adaptive) succeeded() {
 	a.spacing = max(s, c.Floor)
 }
 
+// growWindow grows the window for n accepted upgrades (here, or at the peers), only while it is
+// what limits: callers are queued or this gate's part of it is at least half full.
+func (a *adaptive) growWindow(now time.Time, n int) {
+	if len(a.queue) == 0 && a.inflight+1 < (a.limit(now)+1)/2 {
+		return
+	}
+	for range n {
+		if a.window < a.ssthresh {
+			a.window++
+		} else if a.grow++; a.grow >= a.window {
+			a.grow = 0
+			a.window++
+		}
+	}
+	a.window = min(a.window, a.cfg.MaxWindow)
+}
+
 // forbidden reacts to a rejection of an attempt that started at start.
 func (a *adaptive) forbidden(start, now time.Time) {
-	c := &a.cfg
 	a.streak = 0
 	a.steps = 0
 	if start.After(a.widenedAt) {
-		a.widenedAt = now
-		a.window = max(a.window/2, 1)
-		a.ssthresh = a.window
-		a.grow = 0
-		measured := c.RateWindow / time.Duration(max(a.accepted.sum(now, c.RateWindow), 1))
-		s := max(time.Duration(float64(a.spacing)*c.Backoff), measured)
-		a.spacing = max(min(s, c.Max), c.Floor)
+		a.react(now)
+		if a.epoch+1 < maxSignalEpoch {
+			a.epoch++
+		}
 	}
-	if t := now.Add(a.spacing); t.After(a.hold) {
-		a.hold = t
-	}
+	a.pushHold(now)
+}
+
+// react is one reaction to a rejection, this gate's or a peer's: the window halves, and the
+// spacing backs off, never below the rate the fleet was just measured to accept.
+func (a *adaptive) react(now time.Time) {
+	c := &a.cfg
+	a.widenedAt = now
+	a.streak, a.steps = 0, 0
+	a.window = max(a.window/2, 1)
+	a.ssthresh = a.window
+	a.grow = 0
+	a.backedOff = time.Duration(float64(a.spacing) * c.Backoff)
+	a.measured = a.fleetRecent(now)
+	a.spacing = a.clampSpacing(max(a.backedOff, c.RateWindow/time.Duration(max(a.measured, 1))))
+}
+
+// pushHold pushes the next start to at least now + the fleet's spacing: the origin just refused
+// an upgrade, so nothing should start until it may have a token again. (This gate's own, wider
+// spacing then paces it from its last start.)
+func (a *adaptive) pushHold(now time.Time) {
+	a.hold = later(a.hold, now.Add(a.spacing))
+	a.pushedAt = now
 }
 
 func (a *adaptive) snapshot(s *Snapshot) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	now := time.Now()
 	s.Spacing, s.Streak = a.spacing, a.streak
 	s.Window, s.InFlight, s.Queued = a.window, a.inflight, len(a.queue)
 	s.Closed = a.closed
+	s.Epoch = a.epoch
+	if f := a.f; f != nil {
+		s.Peers = a.livePeers(now)
+		s.OwnSpacing = a.ownSpacing(now)
+		s.FleetAccepted = float64(a.fleetRecent(now)) / a.cfg.RateWindow.Seconds()
+		s.SignalsApplied, s.SignalsInvalid, s.SignalsStale = f.applied, f.invalid, f.stale
+		s.SignalsFlooded, s.SignalsUnknown = f.flooded, f.unknown
+	} else {
+		s.OwnSpacing = a.spacing
+		s.FleetAccepted = float64(a.accepted.sum(now, a.cfg.RateWindow)) / a.cfg.RateWindow.Seconds()
+	}
 }
 
 // slotRing holds the start times of the permits in flight, indexed by permit id: ids are handed

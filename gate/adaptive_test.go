@@ -181,7 +181,7 @@ func relaxSteps(cfg Config, from time.Duration, runs int, queued bool) []time.Du
 	var out []time.Duration
 	for range runs {
 		for range a.cfg.RelaxRun {
-			a.succeeded()
+			a.succeeded(time.Now())
 		}
 		out = append(out, a.spacing)
 	}
@@ -234,7 +234,7 @@ func TestAdaptiveRejectionRestartsRelaxation(t *testing.T) {
 		a.mu.Lock()
 		a.queue = []*waiter{{}}
 		for range 2*c.RelaxRun + 3 {
-			a.succeeded()
+			a.succeeded(time.Now())
 		}
 		if a.spacing != 820312500 || a.streak != 3 {
 			t.Errorf("spacing %v streak %d, want 1s*15/16*14/16, 3", a.spacing, a.streak)
@@ -250,7 +250,7 @@ func TestAdaptiveRejectionRestartsRelaxation(t *testing.T) {
 		}
 		before := a.spacing
 		for range c.RelaxRun {
-			a.succeeded()
+			a.succeeded(time.Now())
 		}
 		if want := before * 15 / 16; a.spacing != want {
 			t.Errorf("first step after a rejection: %v, want %v (a 1/16 cut again)", a.spacing, want)

@@ -61,6 +61,8 @@ type Config struct {
 	RelaxRun      int           // Adaptive: paced successes in a row per relaxation step; default 8
 	RateWindow    time.Duration // Adaptive: how far back accepted upgrades are counted; default 1s
 	Lease         time.Duration // Adaptive: longest an unreported Permit holds its window slot; default 1m
+
+	ReportInterval time.Duration // Adaptive, shared: how often the transport publishes NextSignal; default 100ms
 }
 
 // Defaults.
@@ -76,6 +78,8 @@ const (
 	DefaultRelaxRun      = 8
 	DefaultRateWindow    = time.Second
 	DefaultLease         = time.Minute
+
+	DefaultReportInterval = 100 * time.Millisecond
 )
 
 // Reference returns the reference proxy's parameters: mode ReferenceMode, floor 0, widen to 1 s,
@@ -111,6 +115,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Lease <= 0 {
 		c.Lease = DefaultLease
+	}
+	if c.ReportInterval <= 0 {
+		c.ReportInterval = DefaultReportInterval
 	}
 	c.Floor = max(c.Floor, 0)
 	if c.Widen <= 0 {
@@ -275,6 +282,17 @@ type Snapshot struct {
 	InFlight   int           // Adaptive: permits granted and not yet reported
 	Queued     int           // Adaptive: callers waiting in the gate
 	Closed     bool          // Adaptive: the origin is closed (see [ErrClosed])
+
+	// Adaptive, shared state (see [Gate.Observe]); zero without a transport, except as noted.
+	OwnSpacing     time.Duration // this gate's gap between starts: Spacing over its share (Spacing without peers)
+	Epoch          uint64        // reactions so far, this gate's and its peers'
+	Peers          int           // peers that count (trusted, heard within 3 report intervals)
+	FleetAccepted  float64       // upgrades accepted per second in the last RateWindow, here and at the peers (also without a transport)
+	SignalsApplied int64         // peers' signals applied
+	SignalsInvalid int64         // signals dropped as malformed, out of range or inconsistent
+	SignalsStale   int64         // signals dropped as older than one already applied
+	SignalsFlooded int64         // signals dropped beyond a peer's rate, or with the peer table full
+	SignalsUnknown int64         // signals from ids not (yet) counted as peers
 }
 
 // Snapshot returns the current state.
