@@ -391,17 +391,16 @@ func (a *adaptive) refusedByFleet(now time.Time) {
 // peers, a success here stands for 1/share of the fleet's, so the fleet relaxes as one gate would.
 func (a *adaptive) succeeded(now time.Time) {
 	c := &a.cfg
-	queued := len(a.queue) > 0
 	a.growWindow(now, 1)
-	if !queued || a.spacing <= c.Floor {
+	if len(a.queue) == 0 || a.spacing <= c.Floor {
 		return
 	}
 	a.streak++
-	if run := c.RelaxRun; a.f == nil {
-		if a.streak < run {
+	if a.f == nil {
+		if a.streak < c.RelaxRun {
 			return
 		}
-	} else if float64(a.streak) < max(float64(run)*a.share(now), 1) {
+	} else if float64(a.streak) < max(float64(c.RelaxRun)*a.share(now), 1) {
 		return
 	}
 	a.streak = 0

@@ -40,7 +40,6 @@ type fleet struct {
 	live        int       // trusted peers heard within peerLive intervals
 	peerDemand  int       // their demand, summed
 	peerDemand1 int       // their demand, each counted as at least 1, summed
-	peerBusy    int       // how many have demand
 	peerRecent  int       // their upgrades accepted in the last RateWindow, summed
 	expiresAt   time.Time // the first time a live peer falls silent
 
@@ -112,7 +111,7 @@ func (a *adaptive) livePeers(now time.Time) int {
 // refresh recomputes the fleet's picture at now.
 func (a *adaptive) refresh(now time.Time) {
 	f := a.f
-	f.live, f.peerDemand, f.peerDemand1, f.peerBusy, f.peerRecent, f.expiresAt = 0, 0, 0, 0, 0, time.Time{}
+	f.live, f.peerDemand, f.peerDemand1, f.peerRecent, f.expiresAt = 0, 0, 0, 0, time.Time{}
 	silent := peerLive * a.cfg.ReportInterval
 	for i := range f.peers {
 		p := &f.peers[i]
@@ -122,9 +121,6 @@ func (a *adaptive) refresh(now time.Time) {
 		f.live++
 		f.peerDemand += p.sig.Demand
 		f.peerDemand1 += max(p.sig.Demand, 1)
-		if p.sig.Demand > 0 {
-			f.peerBusy++
-		}
 		f.peerRecent += p.sig.Recent
 		if e := p.heard.Add(silent); f.expiresAt.IsZero() || e.Before(f.expiresAt) {
 			f.expiresAt = e
@@ -150,16 +146,9 @@ func (a *adaptive) share(now time.Time) float64 {
 	if a.livePeers(now) == 0 {
 		return 1
 	}
-	if equalShare {
-		return 1 / float64(1+a.f.peerBusy)
-	}
 	self := max(len(a.queue)+a.inflight, 1)
 	return float64(self) / float64(self+a.f.peerDemand)
 }
-
-// equalShare switches the share rule to an equal share among the busy gates (for the figures
-// that chose between the two).
-var equalShare = false
 
 // fleetRecent is the upgrades accepted in the last RateWindow, by this gate and its live peers.
 func (a *adaptive) fleetRecent(now time.Time) int {
@@ -407,7 +396,7 @@ func (a *adaptive) fleetBest(now time.Time, d time.Duration) time.Duration {
 		if p.id == 0 || !p.trusted || now.Sub(p.heard) >= silent {
 			continue
 		}
-		w := max(p.sig.Wait-now.Sub(p.heard), 0)
+		w := max(p.sig.Wait-max(now.Sub(p.heard), 0), 0)
 		if p.sig.Closed {
 			w = max(w, d) // a closed peer is no better than here
 		}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -157,7 +156,8 @@ func (b *bus) close() {
 type fleetOpts struct {
 	shared    bool          // a bus between the gates (else process scope)
 	loss      float64       // share of signals lost
-	cutOne    bool          // gate 0 is cut off from the bus
+	cutOne    bool          // gate 0 is cut off from the bus...
+	cutAfter  time.Duration // ...this long after the first arrival (0: from the start)
 	flood     int           // bogus signals per second
 	handBack  time.Duration // hand a request back when here > fleetBest + this (0: never)
 	seed      uint64
@@ -170,13 +170,22 @@ type fleetOpts struct {
 // fleetResult is one run of N gates sharing the simulated origin.
 type fleetResult struct {
 	simResult
-	goodput  float64 // accepted upgrades per second over the arrivals' span
-	share    float64 // rejected share of attempts over the arrivals' span
-	handed   int     // requests handed back
-	perGate  []int   // requests served per gate
-	signals  int64   // signals published
-	cutOK    int     // requests served by the cut-off gate
-	cutTotal int     // requests that the cut-off gate got
+	goodput  float64         // accepted upgrades per second over the arrivals' span
+	share    float64         // rejected share of attempts over the arrivals' span
+	handed   int             // requests handed back
+	perGate  []int           // requests served per gate
+	signals  int64           // signals published
+	cutOK    int             // requests served by the cut-off gate
+	cutTotal int             // requests that the cut-off gate got
+	latency  []time.Duration // of the requests served, arrival to upgrade, sorted
+}
+
+// pct returns the p-th percentile of the served requests' latency, in seconds.
+func (r fleetResult) pct(p float64) float64 {
+	if len(r.latency) == 0 {
+		return 0
+	}
+	return r.latency[min(int(p*float64(len(r.latency))), len(r.latency)-1)].Seconds()
 }
 
 // runFleet runs Connect for every arrival (offsets from the start, each on a gate chosen at
@@ -194,12 +203,14 @@ func runFleet(n int, arrivals []time.Duration, o fleetOpts) fleetResult {
 	if o.shared {
 		b = newBus(o.latency, o.loss, o.seed)
 	}
+	var cut *member
 	for i := range gates {
 		gates[i] = New(o.cfg)
 		if b != nil {
 			m := b.join(gates[i])
 			if o.cutOne && i == 0 {
-				m.cut.Store(true)
+				cut = m
+				m.cut.Store(o.cutAfter == 0)
 			}
 		}
 	}
@@ -218,6 +229,12 @@ func runFleet(n int, arrivals []time.Duration, o fleetOpts) fleetResult {
 		wg  sync.WaitGroup
 	)
 	res.perGate = make([]int, n)
+	if cut != nil && o.cutAfter > 0 {
+		wg.Go(func() {
+			time.Sleep(o.cutAfter)
+			cut.cut.Store(true)
+		})
+	}
 	span := time.Duration(0)
 	for _, at := range arrivals {
 		span = max(span, at)
@@ -248,6 +265,7 @@ func runFleet(n int, arrivals []time.Duration, o fleetOpts) fleetResult {
 				return
 			}
 			res.ok++
+			res.latency = append(res.latency, time.Since(t0)-at)
 			res.perGate[i]++
 			if o.cutOne && i == 0 {
 				res.cutOK++
@@ -263,6 +281,7 @@ func runFleet(n int, arrivals []time.Duration, o fleetOpts) fleetResult {
 		b.close()
 		res.signals = b.sent.Load()
 	}
+	slices.Sort(res.latency)
 	res.accepted, res.rejected = origin.totals()
 	res.perSecond, res.rejPerSec = origin.accepted, origin.rejected
 	secs := max(int((span+time.Second-1)/time.Second), 1)
@@ -295,6 +314,8 @@ func (s stats) fmt(f func(fleetResult) float64, format string) string {
 }
 
 func okOf(r fleetResult) float64        { return float64(r.ok) }
+func p50Of(r fleetResult) float64       { return r.pct(0.50) }
+func p95Of(r fleetResult) float64       { return r.pct(0.95) }
 func wallOf(r fleetResult) float64      { return r.wall.Seconds() }
 func rejOf(r fleetResult) float64       { return 100 * r.rejectedShare() }
 func goodputOf(r fleetResult) float64   { return r.goodput }
@@ -344,5 +365,3 @@ func (tb *table) log(t *testing.T) {
 	}
 	t.Log(sb.String())
 }
-
-var _ = sort.Ints

@@ -45,7 +45,7 @@ const (
 	maxSignalRecent   = 1 << 20   // upgrades accepted in one RateWindow
 	maxSignalDuration = time.Hour // Spacing, RetryAfter, Wait
 	signalSpacingUnit = time.Microsecond
-	signalMillis      = time.Millisecond
+	signalTimeUnit    = time.Millisecond
 )
 
 // ErrSignal is wrapped by the errors of [ParseSignal] and [Signal.AppendBinary] for a signal that
@@ -100,8 +100,8 @@ func (s Signal) AppendBinary(b []byte) ([]byte, error) {
 	b = binary.BigEndian.AppendUint32(b, uint32(s.Recent))
 	b = binary.BigEndian.AppendUint32(b, uint32(s.Demand))
 	b = binary.BigEndian.AppendUint32(b, uint32(s.Spacing/signalSpacingUnit))
-	b = binary.BigEndian.AppendUint32(b, uint32(s.RetryAfter/signalMillis))
-	b = binary.BigEndian.AppendUint32(b, uint32(s.Wait/signalMillis))
+	b = binary.BigEndian.AppendUint32(b, uint32(s.RetryAfter/signalTimeUnit))
+	b = binary.BigEndian.AppendUint32(b, uint32(s.Wait/signalTimeUnit))
 	return b, nil
 }
 
@@ -145,7 +145,7 @@ func ParseSignal(b []byte) (Signal, error) {
 		return Signal{}, signalError("recent %d or demand %d out of range", recent, demand)
 	}
 	if time.Duration(spacing)*signalSpacingUnit > maxSignalDuration ||
-		time.Duration(retryAfter)*signalMillis > maxSignalDuration || time.Duration(wait)*signalMillis > maxSignalDuration {
+		time.Duration(retryAfter)*signalTimeUnit > maxSignalDuration || time.Duration(wait)*signalTimeUnit > maxSignalDuration {
 		return Signal{}, signalError("duration out of range")
 	}
 	s := Signal{
@@ -157,8 +157,8 @@ func ParseSignal(b []byte) (Signal, error) {
 		Recent:     int(recent),
 		Demand:     int(demand),
 		Spacing:    time.Duration(spacing) * signalSpacingUnit,
-		RetryAfter: time.Duration(retryAfter) * signalMillis,
-		Wait:       time.Duration(wait) * signalMillis,
+		RetryAfter: time.Duration(retryAfter) * signalTimeUnit,
+		Wait:       time.Duration(wait) * signalTimeUnit,
 		Closed:     b[1]&flagClosed != 0,
 	}
 	if err := s.validate(); err != nil {
