@@ -232,8 +232,12 @@ func (a *adaptive) mayProbe(r request, now time.Time) bool {
 func (a *adaptive) wait(ctx context.Context, now time.Time, r request) (grant, error) {
 	a.mu.Lock()
 	a.expire(now)
-	if f := a.f; f != nil && f.live > 0 && len(a.queue)+a.inflight >= 2*f.sentDemand {
-		a.notify() // busy again, or twice as busy as the peers last heard: their shares change
+	if f := a.f; f != nil && f.live > 0 {
+		// A burst here (twice the demand the peers last heard of, and more than one caller)
+		// changes their shares: they should hear of it before they start their next upgrades.
+		if d := len(a.queue) + a.inflight + 1; d >= 2 && d >= 2*f.sentDemand {
+			a.notify()
+		}
 	}
 	probe := false
 	if a.closed {

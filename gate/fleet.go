@@ -17,7 +17,7 @@ const (
 	peerBurst       = 30            // signals per report interval applied from one peer; the rest are dropped
 	settleIntervals = 2             // report intervals after a reaction in which peers' late news refines it
 	maxSent         = peerBurst - 1 // signals NextSignal makes per report interval at most, within what peers apply
-	filterBits      = 1 << 16
+	filterBits      = 1 << 16       // per generation: 10,000 random ids a second pass it ~13 times a second
 	filterHashes    = 3
 )
 
@@ -26,11 +26,10 @@ type fleet struct {
 	id         uint64
 	seq        uint64
 	key        uint64        // keys the admission filter's hash, so ids cannot be crafted to collide
-	pending    chan struct{} // buffered(1): urgent news for the transport
-	urgent     bool
-	sent       int // signals made in the interval that began at sentAt
-	sentDemand int // the demand in the last signal
+	pending    chan struct{} // buffered(1): news for the transport that should not wait for a tick
+	sent       int           // signals made in the interval that began at sentAt
 	sentAt     time.Time
+	sentDemand int // the demand in the last signal
 
 	peers  [maxPeers]peer
 	filter [2][filterBits / 64]uint64 // ids heard in the current and the previous generation
@@ -89,7 +88,6 @@ func (a *adaptive) notify() {
 	if a.f == nil {
 		return
 	}
-	a.f.urgent = true
 	select {
 	case a.f.pending <- struct{}{}:
 	default:
@@ -246,8 +244,9 @@ func (a *adaptive) observe(s Signal, now time.Time) {
 		}
 	}
 	if !known {
-		// A new id takes a slot only once heard in two generations of the filter: a flood of
-		// random ids, each heard once, never does.
+		// A new id takes a slot only once the filter has heard it before (within two
+		// generations): of a flood of random ids, each heard once, few get a slot, and those
+		// only as newcomers that never count and that a live peer's slot is never given to.
 		if !f.seen(s.Gate, now, 2*c.ReportInterval) {
 			f.unknown++
 			return
@@ -357,7 +356,6 @@ func (a *adaptive) nextSignal(now time.Time) (Signal, bool) {
 	f.sent++
 	a.expire(now)
 	f.seq++
-	f.urgent = false
 	f.sentDemand = len(a.queue) + a.inflight
 	return Signal{
 		Gate:       f.id,
@@ -411,8 +409,9 @@ func (a *adaptive) fleetBest(now time.Time, d time.Duration) time.Duration {
 // ignore it). Signals from this gate itself are ignored, so a transport may echo them. A signal is
 // dropped, and counted in [Snapshot], if it is invalid, older than one already applied from the
 // same gate (stale), beyond the per-peer rate (flooded), or from an id that has not been heard
-// consistently yet (unknown): a new id counts only after 3 increasing seqs over 2 report
-// intervals, and at most 32 peers count. Observe never blocks on a wait.
+// consistently yet (unknown): a new id counts only once heard before by an admission filter and
+// then with 3 increasing seqs over 2 report intervals (from a transport that publishes every
+// interval: its fourth signal), and at most 32 peers count. Observe never blocks on a wait.
 func (g *Gate) Observe(s Signal) { g.observeAt(s, time.Now()) }
 
 func (g *Gate) observeAt(s Signal, now time.Time) {
@@ -451,7 +450,7 @@ func (g *Gate) NextSignal() (s Signal, ok bool) {
 
 // Pending returns a channel that receives a value when the gate has news its peers should hear
 // before the next tick: a rejection, an acceptance while the fleet is paced, a closed origin or its
-// reopening, twice the demand it last told them of. Notifications coalesce (the channel holds one). Outside Adaptive mode it returns
+// reopening, a burst (twice the demand it last told them of). Notifications coalesce (the channel holds one). Outside Adaptive mode it returns
 // nil, which never fires.
 func (g *Gate) Pending() <-chan struct{} {
 	a, ok := g.controller().(*adaptive)

@@ -62,7 +62,7 @@ type Config struct {
 	RateWindow    time.Duration // Adaptive: how far back accepted upgrades are counted; default 1s
 	Lease         time.Duration // Adaptive: longest an unreported Permit holds its window slot; default 1m
 
-	ReportInterval time.Duration // Adaptive, shared: how often the transport publishes NextSignal; default 100ms
+	ReportInterval time.Duration // Adaptive, shared: how often the transport publishes NextSignal (peers silent for 3 are expired); default 100ms; every gate of a fleet should use the same
 }
 
 // Defaults.
@@ -149,7 +149,9 @@ func (c Config) withDefaults() Config {
 //
 // A Retry-After on a rejection holds every start back until it has passed (Adaptive and
 // ReferenceMode). Outcome reports never block on I/O or a wait. Cancelling a wait returns the
-// context's error at once and gives the slot back where that is cheap.
+// context's error at once and gives the slot back where that is cheap. In Adaptive mode, the
+// gates of processes that share one upgrade limit can share what they learn ([Gate.NextSignal],
+// [Gate.Observe]); without that, each is on its own.
 //
 // The zero value is a ready-to-use Adaptive Gate with the defaults, as is New(Config{}). A Gate is
 // safe for concurrent use by multiple goroutines; it must not be copied after first use.
@@ -271,7 +273,7 @@ func (g *Gate) wait(ctx context.Context, r request) (Permit, error) {
 // Snapshot is a read-only view of a Gate's state, for logs and metrics.
 type Snapshot struct {
 	Mode       Mode
-	Spacing    time.Duration // current gap between starts
+	Spacing    time.Duration // current gap between starts (Adaptive: the fleet's; see OwnSpacing)
 	Streak     int           // successes in a row counted towards the next relaxation
 	Rejections int64         // origin rejections reported
 	Starts     int64         // permits granted (every upgrade attempt)
@@ -283,11 +285,12 @@ type Snapshot struct {
 	Queued     int           // Adaptive: callers waiting in the gate
 	Closed     bool          // Adaptive: the origin is closed (see [ErrClosed])
 
-	// Adaptive, shared state (see [Gate.Observe]); zero without a transport, except as noted.
-	OwnSpacing     time.Duration // this gate's gap between starts: Spacing over its share (Spacing without peers)
+	// Adaptive, the shared state (see [Gate.Observe]). Without peers, OwnSpacing is Spacing,
+	// FleetAccepted counts this gate's upgrades only, and the counts of signals are 0.
+	OwnSpacing     time.Duration // this gate's gap between starts: Spacing over its share of the fleet's demand
 	Epoch          uint64        // reactions so far, this gate's and its peers'
 	Peers          int           // peers that count (trusted, heard within 3 report intervals)
-	FleetAccepted  float64       // upgrades accepted per second in the last RateWindow, here and at the peers (also without a transport)
+	FleetAccepted  float64       // upgrades accepted per second in the last RateWindow, here and at the peers
 	SignalsApplied int64         // peers' signals applied
 	SignalsInvalid int64         // signals dropped as malformed, out of range or inconsistent
 	SignalsStale   int64         // signals dropped as older than one already applied
