@@ -3,6 +3,7 @@ package gate
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -72,6 +73,30 @@ func TestClosedOriginTargets(t *testing.T) {
 			}
 		})
 	})
+}
+
+// TestClosedOriginFleet: 50 requests spread over 4 and 8 gates that share what they see, against
+// an origin that refuses everything: all are answered within 10 s, and the fleet does not knock
+// N times as often as one gate.
+func TestClosedOriginFleet(t *testing.T) {
+	tb := table{head: []string{"N", "scope", "answered 403", "last answer s", "upgrade attempts"}}
+	for _, n := range []int{1, 4, 8} {
+		for _, shared := range []bool{false, true} {
+			s := seeds(t, 5, func(seed uint64) fleetResult {
+				return runFleet(n, burst(50), fleetOpts{shared: shared, seed: seed, closed: true})
+			})
+			for _, r := range s.runs {
+				if r.failed != 50 || r.answered > 10*time.Second {
+					t.Errorf("N=%d shared=%v: %d answered 403, the last after %v; want 50 within 10s", n, shared, r.failed, r.answered)
+				}
+			}
+			tb.add(fmt.Sprint(n), map[bool]string{false: "process", true: "shared"}[shared],
+				s.fmt(func(r fleetResult) float64 { return float64(r.failed) }, "%.0f"),
+				s.fmt(func(r fleetResult) float64 { return r.answered.Seconds() }, "%.2f"),
+				s.fmt(func(r fleetResult) float64 { return float64(r.rejected) }, "%.1f"))
+		}
+	}
+	tb.log(t)
 }
 
 // closeGate makes g see a closed origin: refusals at 0, 1s and 2.25s of sequential attempts.

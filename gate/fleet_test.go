@@ -163,6 +163,7 @@ type fleetOpts struct {
 	seed      uint64
 	latency   time.Duration // default 1ms
 	deadline  time.Duration // per request; default 2m
+	closed    bool          // the origin refuses every upgrade
 	cfg       Config
 	observeOf func(gates []*Gate) // called at the end, before the bus stops
 }
@@ -178,6 +179,7 @@ type fleetResult struct {
 	cutOK    int             // requests served by the cut-off gate
 	cutTotal int             // requests that the cut-off gate got
 	latency  []time.Duration // of the requests served, arrival to upgrade, sorted
+	answered time.Duration   // the longest any request took to be answered, served or not
 }
 
 // pct returns the p-th percentile of the served requests' latency, in seconds.
@@ -219,6 +221,9 @@ func runFleet(n int, arrivals []time.Duration, o fleetOpts) fleetResult {
 	}
 	time.Sleep(time.Second)
 	origin := newBucketOrigin(5, 5)
+	if o.closed {
+		origin = newBucketOrigin(0, 0)
+	}
 	rnd := rand.New(rand.NewPCG(o.seed, 7))
 	var rmu sync.Mutex
 	pick := func() int { rmu.Lock(); defer rmu.Unlock(); return rnd.IntN(n) }
@@ -257,6 +262,7 @@ func runFleet(n int, arrivals []time.Duration, o fleetOpts) fleetResult {
 			_, _, err := Connect(ctx, gates[i], Policy{}, origin.dial)
 			mu.Lock()
 			defer mu.Unlock()
+			res.answered = max(res.answered, time.Since(t0)-at)
 			if o.cutOne && i == 0 {
 				res.cutTotal++
 			}
