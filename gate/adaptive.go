@@ -2,133 +2,303 @@ package gate
 
 import (
 	"context"
+	"errors"
 	"slices"
+	"sync"
 	"time"
 )
-
-// The Adaptive controller (see the Gate doc comment): a window of upgrades in flight, grown by
-// slow start and halved on a rejection, and a spacing that converges on the accepted rate.
 
 // minSpacing is the spacing below which relaxing goes to Floor: at more than 1000 starts per
 // second the window, not the spacing, is what limits.
 const minSpacing = time.Millisecond
 
-type outcome int
-
+// A closed origin: closedRefusals refusals with nothing accepted, the first and the last at least
+// closedSpans RateWindows apart. With nothing accepted the gate spaces its starts at least a
+// RateWindow apart (1 s), and a token-bucket origin refills a token in 1/rate, so an origin that
+// is only rate-limited (at 1/s or faster) accepts the second or third paced attempt; three paced
+// refusals over two seconds mean the origin is refusing everything. A burst refused in the same
+// instant is not enough however large: it is one signal, not several.
 const (
-	outcomeSuccess outcome = iota
-	outcomeForbidden
-	outcomeFailure
+	closedRefusals = 3
+	closedSpans    = 2
 )
 
-// adaptive is the Adaptive controller's state, guarded by Gate.mu (with Gate.spacing, the
-// relaxation run in Gate.streak and Gate.widenedAt).
+// ErrClosed is returned by [Gate.Wait] in Adaptive mode while the origin is closed: no upgrade
+// was accepted while several were refused (three, spread over at least two RateWindows). A closed
+// origin is probed by one caller at a time at the widest spacing (max(Max, Floor)): a caller that
+// may probe waits for the next probe slot if its context's deadline allows; every other caller gets
+// ErrClosed at once, and so do the callers waiting when the gate closes. The first accepted
+// upgrade reopens the gate. [Connect] returns the last 403 instead.
+var ErrClosed = errors.New("gate: origin closed: upgrades refused and none accepted")
+
+// errBudget ends a retry's wait when its forbidden budget is spent.
+var errBudget = errors.New("gate: forbidden budget spent")
+
+// adaptive is the Adaptive controller: a window of upgrades in flight, grown by slow start and
+// halved on a rejection, and a spacing between starts that converges on the rate the origin
+// accepts. The package documentation gives the rules and why the defaults are what they are.
+//
+// spacing is the fleet's spacing: the gap between starts that the whole fleet of gates sharing
+// the limit may make. This gate's own gap is spacing divided by its share of the fleet's demand;
+// without peers the share is 1 and the two are the same.
 type adaptive struct {
-	ready    bool      // init has run
-	window   int       // upgrades allowed in flight
-	ssthresh int       // slow start below it; MaxWindow until the first rejection
-	grow     int       // successes towards the next +1 above ssthresh
-	steps    int       // relaxation steps since the last rejection (each cuts harder)
-	inflight int       // permits granted and neither reported nor expired
-	last     time.Time // the last start
-	hold     time.Time // no start before this (a rejection's push, Retry-After)
-	queue    []*waiter // callers waiting, in arrival order
-	slots    slotRing  // the permits in flight, for their leases
-	accepted rateCounter
+	mu        sync.Mutex
+	spacing   time.Duration // the fleet's gap between consecutive starts
+	streak    int           // paced successes towards the next relaxation step
+	widenedAt time.Time     // the last reaction: rejections of attempts started before it are not news
+	epoch     uint64        // reactions so far, this gate's and those adopted from peers
+	backedOff time.Duration // the last reaction's spacing before the measured floor
+	measured  int           // the last reaction's count of upgrades accepted in the RateWindow
+	window    int           // upgrades allowed in flight
+	ssthresh  int           // slow start below it; MaxWindow until the first rejection
+	grow      int           // successes towards the next +1 above ssthresh
+	steps     int           // relaxation steps since the last rejection (each cuts harder)
+	inflight  int           // permits granted and neither reported nor expired
+	last      time.Time     // the last start
+	hold      time.Time     // no start before this (a rejection's push, Retry-After); moves back only when peers' late news refines a reaction
+	retryHold time.Time     // the part of hold that Retry-Afters reported here asked for
+	pushedAt  time.Time     // the last rejection's push
+	queue     []*waiter     // callers waiting, in arrival order
+	slots     slotRing      // the permits in flight, for their leases
+	accepted  rateCounter
+
+	acceptedTotal, rejectedTotal uint64 // outcomes reported (first reports only)
+
+	refused      int       // refusals since the last acceptance, this gate's and its peers'
+	ownRefused   bool      // one of them was this gate's own
+	firstRefused time.Time // the first of them
+	lastRefused  time.Time // this gate's last
+	closed       bool      // see ErrClosed
+	probing      bool      // a prober is waiting or its probe is in flight
+	probeID      uint64    // the probe's slot once granted (0: still waiting)
+	probeStart   time.Time // when it was granted
+
+	f *fleet // the peers; nil in process scope
+
+	cfg Config // immutable
 }
 
-// waiter is one caller queued in Wait.
+// waiter is one caller queued in wait.
 type waiter struct {
 	arrival time.Time
 	wake    chan struct{} // buffered(1): "something changed, look again"
+	probe   bool          // the closed origin's prober
 }
 
-func (a *adaptive) init(c Config) {
-	if !a.ready {
-		a.ready = true
-		a.window = c.InitialWindow
-		a.ssthresh = c.MaxWindow
+func newAdaptive(c Config) *adaptive {
+	return &adaptive{cfg: c, spacing: c.Floor, window: c.InitialWindow, ssthresh: c.MaxWindow}
+}
+
+// widest is the spacing of a closed origin's probes.
+func (a *adaptive) widest() time.Duration { return max(a.cfg.Max, a.cfg.Floor) }
+
+// clampSpacing keeps a fleet spacing within [Floor, max(Max, Floor)].
+func (a *adaptive) clampSpacing(s time.Duration) time.Duration {
+	return max(min(s, a.cfg.Max), a.cfg.Floor)
+}
+
+// ownSpacing is this gate's gap between starts: the fleet's spacing over its share, at most the
+// widest spacing (so that no peer's claim can slow it further).
+func (a *adaptive) ownSpacing(now time.Time) time.Duration {
+	if a.spacing <= 0 || a.f == nil {
+		return a.spacing
 	}
+	sh := a.share(now)
+	if sh >= 1 {
+		return a.spacing
+	}
+	return max(min(time.Duration(float64(a.spacing)/sh), a.widest()), a.spacing)
 }
 
 // earliest is the first time the rate allows the next start.
-func (g *Gate) earliest() time.Time {
-	t := g.a.hold
-	if !g.a.last.IsZero() {
-		if n := g.a.last.Add(g.spacing); n.After(t) {
+func (a *adaptive) earliest(now time.Time) time.Time {
+	t := a.hold
+	if !a.last.IsZero() {
+		if n := a.last.Add(a.ownSpacing(now)); n.After(t) {
+			t = n
+		}
+	}
+	if f := a.f; f != nil {
+		t = later(t, f.peerHold)
+		if a.spacing > 0 && !f.peerStartAt.IsZero() && a.livePeers(now) > 0 {
+			// The fleet's pace: a spacing after the last start heard of anywhere in the fleet,
+			// but at most a spacing later than this gate's own pace would allow.
+			t = later(t, earlier(f.peerStartAt.Add(a.spacing), a.last.Add(a.ownSpacing(now)+a.spacing)))
+		}
+	}
+	if a.closed {
+		if n := a.probeSlot(now); n.After(t) {
 			t = n
 		}
 	}
 	return t
 }
 
-// tryGrant grants a start at now if the window and the spacing allow it.
-func (g *Gate) tryGrant(now time.Time) (Permit, bool) {
-	if g.a.inflight >= g.a.window || now.Before(g.earliest()) {
-		return Permit{}, false
+// probeSlot is a closed origin's next probe: the widest spacing after this gate's last refusal,
+// and after the last one a peer reported (plus a fixed offset per gate, so that the same gate
+// keeps probing for the fleet), but never more than live peers + 1 widest spacings after this
+// gate's own.
+func (a *adaptive) probeSlot(now time.Time) time.Time {
+	w := a.widest()
+	t := a.lastRefused.Add(w)
+	if n := a.livePeers(now); n > 0 && a.f.peerRefusedAt.After(a.lastRefused) {
+		jitter := time.Duration(a.f.id%1024) * (w / 4096)
+		t = later(t, earlier(a.f.peerRefusedAt.Add(w+jitter), a.lastRefused.Add(time.Duration(n+1)*w)))
 	}
-	g.a.inflight++
-	g.a.last = now
-	return Permit{g: g, start: now, id: g.a.slots.push(now)}, true
+	return t
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+func earlier(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// limit is this gate's part of the window: the window times its share of the fleet's demand,
+// counting each live peer as at least one caller (its demand is known as of its last signal, up
+// to an interval ago, and a burst reaches every gate at once). While the fleet is not paced yet
+// and that part is below one upgrade, the window's slots go one each to the busy gates in id
+// order, so that a fleet in slow start has about a window in flight rather than one upgrade per
+// gate; a gate left out still gets a start after a ReportInterval without one, so peers can delay
+// its starts but never stop them. It is 0 only in that case.
+func (a *adaptive) limit(now time.Time) int {
+	if a.f == nil || a.window <= 1 && a.spacing > 0 || a.livePeers(now) == 0 {
+		return a.window
+	}
+	self := max(len(a.queue)+a.inflight, 1)
+	if n := a.window * self / (self + a.f.peerDemand1); n >= 1 || a.spacing > 0 {
+		return max(n, 1)
+	}
+	if now.Sub(a.last) >= a.cfg.ReportInterval || a.f.rank(now, a.cfg.ReportInterval) < a.window {
+		return 1
+	}
+	return 0
+}
+
+// tryGrant grants a start at now if the window and the spacing allow it.
+func (a *adaptive) tryGrant(now time.Time) (grant, bool) {
+	if a.inflight >= a.limit(now) || now.Before(a.earliest(now)) {
+		return grant{}, false
+	}
+	a.inflight++
+	a.last = now
+	return grant{start: now, id: a.slots.push(now)}, true
 }
 
 // wakeHead tells the first waiter to look again.
-func (g *Gate) wakeHead() {
-	if len(g.a.queue) > 0 {
-		select {
-		case g.a.queue[0].wake <- struct{}{}:
-		default:
-		}
+func (a *adaptive) wakeHead() {
+	if len(a.queue) > 0 {
+		wake(a.queue[0])
+	}
+}
+
+// wakeAll tells every waiter to look again.
+func (a *adaptive) wakeAll() {
+	for _, w := range a.queue {
+		wake(w)
+	}
+}
+
+func wake(w *waiter) {
+	select {
+	case w.wake <- struct{}{}:
+	default:
 	}
 }
 
 // expire reclaims the slots of permits whose lease ran out unreported.
-func (g *Gate) expire(now time.Time, lease time.Duration) {
-	g.a.inflight -= g.a.slots.expire(now.Add(-lease))
+func (a *adaptive) expire(now time.Time) {
+	a.inflight -= a.slots.expire(now.Add(-a.cfg.Lease))
+	if a.probeID != 0 && now.Sub(a.probeStart) >= a.cfg.Lease {
+		a.probing, a.probeID = false, 0 // its slot was just reclaimed
+	}
 }
 
-// waitAdaptive is Wait in Adaptive mode. The fast path (nobody queued, window and spacing open)
-// takes the lock once and does not allocate.
-func (g *Gate) waitAdaptive(ctx context.Context, now, arrival time.Time) (Permit, error) {
-	c := g.config()
-	g.mu.Lock()
-	g.a.init(c)
-	g.expire(now, c.Lease)
-	if len(g.a.queue) == 0 {
-		if p, ok := g.tryGrant(now); ok {
-			g.mu.Unlock()
-			g.starts.Add(1)
-			return p, nil
+// mayProbe reports whether r may become the closed origin's prober at now.
+func (a *adaptive) mayProbe(r request, now time.Time) bool {
+	return !r.retry && !a.probing && (r.probeBy.IsZero() || !a.earliest(now).After(r.probeBy))
+}
+
+// wait is the Adaptive wait. The fast path (nobody queued, window and spacing open) takes the
+// lock once and does not allocate.
+func (a *adaptive) wait(ctx context.Context, now time.Time, r request) (grant, error) {
+	a.mu.Lock()
+	a.expire(now)
+	if f := a.f; f != nil && f.live > 0 {
+		// A burst here (twice the demand the peers last heard of, and more than one caller)
+		// changes their shares: they should hear of it before they start their next upgrades.
+		if d := len(a.queue) + a.inflight + 1; d >= 2 && d >= 2*f.sentDemand {
+			a.notify()
 		}
 	}
-	w := &waiter{arrival: arrival, wake: make(chan struct{}, 1)}
-	i, _ := slices.BinarySearchFunc(g.a.queue, arrival, func(x *waiter, t time.Time) int {
-		if x.arrival.After(t) {
-			return 1
+	probe := false
+	if a.closed {
+		if !a.mayProbe(r, now) {
+			a.mu.Unlock()
+			return grant{}, ErrClosed
+		}
+		probe, a.probing = true, true
+	} else if len(a.queue) == 0 {
+		if gr, ok := a.tryGrant(now); ok {
+			a.mu.Unlock()
+			return gr, nil
+		}
+	}
+	w := &waiter{arrival: r.arrival, wake: make(chan struct{}, 1), probe: probe}
+	i, _ := slices.BinarySearchFunc(a.queue, r.arrival, func(x *waiter, t time.Time) int {
+		if x.arrival.After(t) || r.retry && x.arrival.Equal(t) {
+			return 1 // a retry goes before the callers that arrived with it but have not started
 		}
 		return -1 // equal arrivals keep their order
 	})
-	g.a.queue = slices.Insert(g.a.queue, i, w)
+	a.queue = slices.Insert(a.queue, i, w)
 	began := now
 	for {
+		var err error
+		switch {
+		case a.closed && (!w.probe || !r.probeBy.IsZero() && a.earliest(now).After(r.probeBy)):
+			err = ErrClosed
+		case !r.deadline.IsZero() && (!now.Before(r.deadline) || a.hold.After(r.deadline)):
+			err = errBudget // no start can come in time (the hold moves back only by peers' refinement)
+		}
+		if err != nil {
+			a.leave(w)
+			a.mu.Unlock()
+			return grant{waited: now.Sub(began)}, err
+		}
 		d := time.Duration(-1) // wait for a wake-up only
-		if g.a.queue[0] == w {
-			if p, ok := g.tryGrant(now); ok {
-				g.a.queue = slices.Delete(g.a.queue, 0, 1)
-				g.wakeHead()
-				g.mu.Unlock()
-				g.waited.Add(int64(now.Sub(began)))
-				g.starts.Add(1)
-				return p, nil
+		if a.queue[0] == w {
+			if gr, ok := a.tryGrant(now); ok {
+				a.queue = slices.Delete(a.queue, 0, 1)
+				if w.probe && a.closed {
+					a.probeID, a.probeStart = gr.id, now
+				}
+				a.wakeHead()
+				a.mu.Unlock()
+				gr.waited = now.Sub(began)
+				return gr, nil
 			}
-			d = max(g.earliest().Sub(now), 0)
-			if g.a.inflight >= g.a.window {
-				if oldest, ok := g.a.slots.oldest(); ok {
-					d = max(d, oldest.Add(c.Lease).Sub(now))
+			d = max(a.earliest(now).Sub(now), 0)
+			if l := a.limit(now); l == 0 {
+				d = max(d, a.last.Add(a.cfg.ReportInterval).Sub(now)) // or a peer's news
+			} else if a.inflight >= l {
+				if oldest, ok := a.slots.oldest(); ok {
+					d = max(d, oldest.Add(a.cfg.Lease).Sub(now))
 				}
 			}
 		}
-		g.mu.Unlock()
+		if !r.deadline.IsZero() && (d < 0 || r.deadline.Sub(now) < d) {
+			d = r.deadline.Sub(now)
+		}
+		a.mu.Unlock()
 		var timer <-chan time.Time
 		var t *time.Timer
 		if d >= 0 {
@@ -143,91 +313,179 @@ func (g *Gate) waitAdaptive(ctx context.Context, now, arrival time.Time) (Permit
 		if t != nil {
 			t.Stop()
 		}
-		g.mu.Lock()
+		a.mu.Lock()
 		now = time.Now()
 		if err := ctx.Err(); err != nil {
-			head := g.a.queue[0] == w
-			g.a.queue = slices.DeleteFunc(g.a.queue, func(x *waiter) bool { return x == w })
-			if head {
-				g.wakeHead()
-			}
-			g.mu.Unlock()
-			g.waited.Add(int64(now.Sub(began)))
-			return Permit{}, err
+			a.leave(w)
+			a.mu.Unlock()
+			return grant{waited: now.Sub(began)}, err
 		}
-		g.expire(now, c.Lease)
+		a.expire(now)
 	}
 }
 
-// reportAdaptive applies one outcome report at time now.
-func (g *Gate) reportAdaptive(p Permit, o outcome, now time.Time, retryAfter time.Duration) {
-	c := g.config()
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.a.init(c)
-	if o == outcomeForbidden && retryAfter > 0 {
-		if t := now.Add(retryAfter); t.After(g.a.hold) {
-			g.a.hold = t
-		}
+// leave takes w out of the queue without a start.
+func (a *adaptive) leave(w *waiter) {
+	head := a.queue[0] == w
+	a.queue = slices.DeleteFunc(a.queue, func(x *waiter) bool { return x == w })
+	if w.probe && a.probeID == 0 {
+		a.probing = false
 	}
-	if !g.a.slots.release(p.id) {
+	if head {
+		a.wakeHead()
+	}
+}
+
+// report applies one outcome report at time now.
+func (a *adaptive) report(p Permit, o outcome, now time.Time, retryAfter time.Duration) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if o == outcomeForbidden && retryAfter > 0 {
+		t := now.Add(retryAfter)
+		a.hold, a.retryHold = later(a.hold, t), later(a.retryHold, t)
+	}
+	if !a.slots.release(p.id) {
 		return // reported before, or its lease ran out: the slot is no longer its own
 	}
-	g.a.inflight--
-	g.expire(now, c.Lease)
-	defer g.wakeHead()
+	if p.id == a.probeID {
+		a.probing, a.probeID = false, 0
+	}
+	a.inflight--
+	a.expire(now)
+	defer a.wakeHead()
 	switch o {
 	case outcomeSuccess:
-		g.a.accepted.add(now, c.RateWindow)
-		g.succeededAdaptive(c)
+		a.acceptedTotal++
+		a.accepted.add(now, a.cfg.RateWindow)
+		if a.closed || a.spacing > 0 {
+			a.notify() // the peers reopen too; or, paced, they count this start in the fleet's pace
+		}
+		a.acceptedByFleet()
+		a.succeeded(now)
 	case outcomeForbidden:
-		g.forbiddenAdaptive(c, p.start, now)
+		a.rejectedTotal++
+		a.notify()
+		a.forbidden(p.start, now)
+		a.lastRefused, a.ownRefused = now, true
+		a.refusedByFleet(now)
 	}
 }
 
-// succeededAdaptive grows the window and relaxes the spacing, each only while it is what limits.
-func (g *Gate) succeededAdaptive(c Config) {
-	queued := len(g.a.queue) > 0
-	if queued || g.a.inflight+1 >= (g.a.window+1)/2 {
-		if g.a.window < g.a.ssthresh {
-			g.a.window++
-		} else if g.a.grow++; g.a.grow >= g.a.window {
-			g.a.grow = 0
-			g.a.window++
+// acceptedByFleet records an accepted upgrade, here or at a peer: the origin is not closed.
+func (a *adaptive) acceptedByFleet() {
+	a.refused, a.ownRefused = 0, false
+	a.closed, a.probing, a.probeID = false, false, 0
+}
+
+// refusedByFleet records a refusal at now, here or at a peer, and closes the gate when the origin
+// refuses everything. One of the refusals must be this gate's own, so peers alone cannot close it.
+func (a *adaptive) refusedByFleet(now time.Time) {
+	if a.refused == 0 {
+		a.firstRefused = now
+	}
+	a.refused++
+	if !a.closed && a.ownRefused && a.refused >= closedRefusals && now.Sub(a.firstRefused) >= closedSpans*a.cfg.RateWindow {
+		a.closed = true
+		a.notify()
+		a.wakeAll() // they are answered at once
+	}
+}
+
+// succeeded grows the window and relaxes the spacing, each only while it is what limits. With
+// peers, a success here stands for 1/share of the fleet's, so the fleet relaxes as one gate would.
+func (a *adaptive) succeeded(now time.Time) {
+	c := &a.cfg
+	a.growWindow(now, 1)
+	if len(a.queue) == 0 || a.spacing <= c.Floor {
+		return
+	}
+	a.streak++
+	if a.f == nil {
+		if a.streak < c.RelaxRun {
+			return
 		}
-		g.a.window = min(g.a.window, c.MaxWindow)
-	}
-	if !queued || g.spacing <= c.Floor {
+	} else if float64(a.streak) < max(float64(c.RelaxRun)*a.share(now), 1) {
 		return
 	}
-	if g.streak++; g.streak < c.RelaxRun {
-		return
-	}
-	g.streak = 0
-	g.a.steps++
-	cut := (1 - c.Relax) * float64(g.a.steps)
-	s := time.Duration(float64(g.spacing) * max(1-cut, 0.5))
+	a.streak = 0
+	a.steps++
+	cut := (1 - c.Relax) * float64(a.steps)
+	s := time.Duration(float64(a.spacing) * max(1-cut, 0.5))
 	if s < minSpacing {
 		s = 0
 	}
-	g.spacing = max(s, c.Floor)
+	a.spacing = max(s, c.Floor)
 }
 
-// forbiddenAdaptive reacts to a rejection of an attempt that started at start.
-func (g *Gate) forbiddenAdaptive(c Config, start, now time.Time) {
-	g.streak = 0
-	g.a.steps = 0
-	if start.After(g.widenedAt) {
-		g.widenedAt = now
-		g.a.window = max(g.a.window/2, 1)
-		g.a.ssthresh = g.a.window
-		g.a.grow = 0
-		measured := c.RateWindow / time.Duration(max(g.a.accepted.sum(now, c.RateWindow), 1))
-		s := max(time.Duration(float64(g.spacing)*c.Backoff), measured)
-		g.spacing = max(min(s, c.Max), c.Floor)
+// growWindow grows the window for n accepted upgrades (here, or at the peers), only while it is
+// what limits: callers are queued or this gate's part of it is at least half full.
+func (a *adaptive) growWindow(now time.Time, n int) {
+	if len(a.queue) == 0 && a.inflight+1 < (a.limit(now)+1)/2 {
+		return
 	}
-	if t := now.Add(g.spacing); t.After(g.a.hold) {
-		g.a.hold = t
+	for range n {
+		if a.window < a.ssthresh {
+			a.window++
+		} else if a.grow++; a.grow >= a.window {
+			a.grow = 0
+			a.window++
+		}
+	}
+	a.window = min(a.window, a.cfg.MaxWindow)
+}
+
+// forbidden reacts to a rejection of an attempt that started at start.
+func (a *adaptive) forbidden(start, now time.Time) {
+	a.streak = 0
+	a.steps = 0
+	if start.After(a.widenedAt) {
+		a.react(now)
+		if a.epoch+1 < maxSignalEpoch {
+			a.epoch++
+		}
+	}
+	a.pushHold(now)
+}
+
+// react is one reaction to a rejection, this gate's or a peer's: the window halves, and the
+// spacing backs off, never below the rate the fleet was just measured to accept.
+func (a *adaptive) react(now time.Time) {
+	c := &a.cfg
+	a.widenedAt = now
+	a.streak, a.steps = 0, 0
+	a.window = max(a.window/2, 1)
+	a.ssthresh = a.window
+	a.grow = 0
+	a.backedOff = time.Duration(float64(a.spacing) * c.Backoff)
+	a.measured = a.fleetRecent(now)
+	a.spacing = a.clampSpacing(max(a.backedOff, c.RateWindow/time.Duration(max(a.measured, 1))))
+}
+
+// pushHold pushes the next start to at least now + the fleet's spacing: the origin just refused
+// an upgrade, so nothing should start until it may have a token again. (This gate's own, wider
+// spacing then paces it from its last start.)
+func (a *adaptive) pushHold(now time.Time) {
+	a.hold = later(a.hold, now.Add(a.spacing))
+	a.pushedAt = now
+}
+
+func (a *adaptive) snapshot(s *Snapshot) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	now := time.Now()
+	s.Spacing, s.Streak = a.spacing, a.streak
+	s.Window, s.InFlight, s.Queued = a.window, a.inflight, len(a.queue)
+	s.Closed = a.closed
+	s.Epoch = a.epoch
+	if f := a.f; f != nil {
+		s.Peers = a.livePeers(now)
+		s.OwnSpacing = a.ownSpacing(now)
+		s.FleetAccepted = float64(a.fleetRecent(now)) / a.cfg.RateWindow.Seconds()
+		s.SignalsApplied, s.SignalsInvalid, s.SignalsStale = f.applied, f.invalid, f.stale
+		s.SignalsFlooded, s.SignalsUnknown = f.flooded, f.unknown
+	} else {
+		s.OwnSpacing = a.spacing
+		s.FleetAccepted = float64(a.accepted.sum(now, a.cfg.RateWindow)) / a.cfg.RateWindow.Seconds()
 	}
 }
 

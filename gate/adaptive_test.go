@@ -159,9 +159,10 @@ func TestAdaptiveBackoffNeverBelowMeasured(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := New(Config{})
 		reject(t, g, 1) // 1s
-		g.mu.Lock()
-		g.spacing = 10 * time.Millisecond // as if relaxed far below the origin's rate
-		g.mu.Unlock()
+		a := g.ctl.(*adaptive)
+		a.mu.Lock()
+		a.spacing = 10 * time.Millisecond // as if relaxed far below the origin's rate
+		a.mu.Unlock()
 		succeed(t, g, 4) // 4 accepted in the last second
 		reject(t, g, 1)
 		if got := g.Snapshot().Spacing; got != 250*time.Millisecond {
@@ -172,19 +173,17 @@ func TestAdaptiveBackoffNeverBelowMeasured(t *testing.T) {
 
 // relaxSteps returns the spacing after each run of RelaxRun successes while callers are queued.
 func relaxSteps(cfg Config, from time.Duration, runs int, queued bool) []time.Duration {
-	g := New(cfg)
-	c := g.config()
-	g.a.init(c)
-	g.spacing = from
+	a := newAdaptive(cfg.withDefaults())
+	a.spacing = from
 	if queued {
-		g.a.queue = []*waiter{{}}
+		a.queue = []*waiter{{}}
 	}
 	var out []time.Duration
 	for range runs {
-		for range c.RelaxRun {
-			g.succeededAdaptive(c)
+		for range a.cfg.RelaxRun {
+			a.succeeded(time.Now())
 		}
-		out = append(out, g.spacing)
+		out = append(out, a.spacing)
 	}
 	return out
 }
@@ -229,31 +228,32 @@ func TestAdaptiveRelax(t *testing.T) {
 func TestAdaptiveRejectionRestartsRelaxation(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := New(Config{})
-		c := g.config()
+		a := g.ctl.(*adaptive)
+		c := a.cfg
 		reject(t, g, 1) // spacing 1s
-		g.mu.Lock()
-		g.a.queue = []*waiter{{}}
+		a.mu.Lock()
+		a.queue = []*waiter{{}}
 		for range 2*c.RelaxRun + 3 {
-			g.succeededAdaptive(c)
+			a.succeeded(time.Now())
 		}
-		if g.spacing != 820312500 || g.streak != 3 {
-			t.Errorf("spacing %v streak %d, want 1s*15/16*14/16, 3", g.spacing, g.streak)
+		if a.spacing != 820312500 || a.streak != 3 {
+			t.Errorf("spacing %v streak %d, want 1s*15/16*14/16, 3", a.spacing, a.streak)
 		}
-		g.a.queue = nil
-		g.mu.Unlock()
+		a.queue = nil
+		a.mu.Unlock()
 		reject(t, g, 1)
-		g.mu.Lock()
-		defer g.mu.Unlock()
-		g.a.queue = []*waiter{{}}
-		if g.streak != 0 || g.a.steps != 0 {
-			t.Errorf("streak %d steps %d after a rejection, want 0, 0", g.streak, g.a.steps)
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		a.queue = []*waiter{{}}
+		if a.streak != 0 || a.steps != 0 {
+			t.Errorf("streak %d steps %d after a rejection, want 0, 0", a.streak, a.steps)
 		}
-		before := g.spacing
+		before := a.spacing
 		for range c.RelaxRun {
-			g.succeededAdaptive(c)
+			a.succeeded(time.Now())
 		}
-		if want := before * 15 / 16; g.spacing != want {
-			t.Errorf("first step after a rejection: %v, want %v (a 1/16 cut again)", g.spacing, want)
+		if want := before * 15 / 16; a.spacing != want {
+			t.Errorf("first step after a rejection: %v, want %v (a 1/16 cut again)", a.spacing, want)
 		}
 	})
 }
@@ -354,26 +354,32 @@ func TestConnectAdaptiveRetriesUntilAccepted(t *testing.T) {
 		g := New(Config{})
 		t0 := time.Now()
 		forbidden := &originForbidden{msg: "slow down"}
-		steps := []step{{after: handshake, err: forbidden}, {after: handshake, err: forbidden},
-			{after: handshake, err: forbidden}, {after: handshake}}
+		// Two refusals, not three: a third over two seconds would mean a closed origin.
+		steps := []step{{after: handshake, err: forbidden}, {after: handshake, err: forbidden}, {after: handshake}}
 		var attempts []time.Duration
 		conn, res, err := Connect(t.Context(), g, ReferencePolicy(), script(t, t0, steps, &attempts))
-		if conn != "conn4" || err != nil {
-			t.Fatalf("Connect = %q, %v; want conn4, nil", conn, err)
+		if conn != "conn3" || err != nil {
+			t.Fatalf("Connect = %q, %v; want conn3, nil", conn, err)
 		}
-		// Paced by the gate, no cooldown: 1s (nothing accepted yet), then x1.25 twice, each from
-		// the rejection's report.
-		want := []time.Duration{0, 1001 * time.Millisecond, 2252 * time.Millisecond, 3815500 * time.Microsecond}
+		// Paced by the gate, no cooldown: 1s (nothing accepted yet), then x1.25, each from the
+		// rejection's report.
+		want := []time.Duration{0, 1001 * time.Millisecond, 2252 * time.Millisecond}
 		if !slices.Equal(attempts, want) {
 			t.Errorf("attempts began at %v, want %v", attempts, want)
 		}
-		if res.Attempts != 4 || res.Waited != want[3]-3*handshake {
-			t.Errorf("Result %+v, want 4 attempts, waited %v", res, want[3]-3*handshake)
+		if res.Attempts != 3 || res.Waited != want[2]-2*handshake {
+			t.Errorf("Result %+v, want 3 attempts, waited %v", res, want[2]-2*handshake)
 		}
 	})
 }
 
-func TestConnectAdaptiveRetriesBoundedByDeadline(t *testing.T) {
+func TestConnectAdaptiveRetriesBounded(t *testing.T) {
+	always := func(n *int) func(context.Context) (string, error) {
+		return func(context.Context) (string, error) {
+			*n++
+			return "", &originForbidden{msg: "always"}
+		}
+	}
 	// Cancellation (not a deadline) still returns ctx.Err().
 	synctest.Test(t, func(t *testing.T) {
 		g := New(Config{Max: time.Second})
@@ -386,25 +392,61 @@ func TestConnectAdaptiveRetriesBoundedByDeadline(t *testing.T) {
 			t.Errorf("Connect after cancel = %v, want context.Canceled", err)
 		}
 	})
-	synctest.Test(t, func(t *testing.T) {
-		g := New(Config{Max: time.Second})
-		t0 := time.Now()
-		ctx, cancel := context.WithTimeout(t.Context(), 5500*time.Millisecond)
-		defer cancel()
-		n := 0
-		_, res, err := Connect(ctx, g, Policy{}, func(ctx context.Context) (string, error) {
-			n++
-			return "", &originForbidden{msg: "always"}
+	tests := []struct {
+		name     string
+		deadline time.Duration // of ctx; 0 = none
+		budget   time.Duration
+		wantAt   time.Duration
+		wantN    int
+	}{
+		// The second refusal (at 1s) pushes the next start to 2.25s, past 1.5s: answered at once.
+		{"the deadline first", 1500 * time.Millisecond, time.Minute, time.Second, 2},
+		{"the budget first", time.Minute, 1500 * time.Millisecond, time.Second, 2},
+		{"the budget, no deadline", 0, 1500 * time.Millisecond, time.Second, 2},
+		{"the budget ends while waiting: a start due then is too late", 0, 2 * time.Second, 2 * time.Second, 2},
+		{"a short budget", 0, 500 * time.Millisecond, 0, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				g := New(Config{Max: time.Second})
+				t0 := time.Now()
+				ctx := t.Context()
+				if tt.deadline > 0 {
+					var cancel context.CancelFunc
+					ctx, cancel = context.WithTimeout(ctx, tt.deadline)
+					defer cancel()
+				}
+				n := 0
+				_, res, err := Connect(ctx, g, Policy{ForbiddenBudget: tt.budget}, always(&n))
+				var fb *originForbidden
+				if !errors.As(err, &fb) || fb.msg != "always" {
+					t.Errorf("Connect = %v, want the last 403", err)
+				}
+				if at := time.Since(t0); at != tt.wantAt {
+					t.Errorf("returned at %v, want %v", at, tt.wantAt)
+				}
+				if n != tt.wantN || res.Attempts != tt.wantN {
+					t.Errorf("%d dials, %d attempts; want %d (one a second)", n, res.Attempts, tt.wantN)
+				}
+			})
 		})
+	}
+}
+
+func TestConnectAdaptiveRetryAfterBeyondBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := New(Config{})
+		t0 := time.Now()
+		steps := []step{{err: &originForbidden{msg: "later", retryAfter: time.Minute}}}
+		var attempts []time.Duration
+		_, _, err := Connect(t.Context(), g, Policy{}, script(t, t0, steps, &attempts))
 		var fb *originForbidden
-		if !errors.As(err, &fb) || fb.msg != "always" {
-			t.Errorf("Connect = %v, want the last 403 once the deadline has passed", err)
+		if !errors.As(err, &fb) || fb.msg != "later" {
+			t.Errorf("Connect = %v, want the 403", err)
 		}
-		if at := time.Since(t0); at != 5500*time.Millisecond {
-			t.Errorf("returned at %v, want 5.5s (the deadline)", at)
-		}
-		if n != 6 || res.Attempts != 6 {
-			t.Errorf("%d dials, %d attempts; want 6 (at 0, 1, 2, 3, 4, 5s)", n, res.Attempts)
+		if at := time.Since(t0); at != 0 {
+			t.Errorf("returned at %v, want at once: no start can come within the 10s budget", at)
 		}
 	})
 }

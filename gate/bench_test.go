@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 )
 
 // BenchmarkWaitParallel measures the cost of the gate to an idle, healthy process: spacing 0,
@@ -63,6 +64,56 @@ func BenchmarkAdaptiveWaitAndReportParallel(b *testing.B) {
 	}
 }
 
+// sharing gives g a live peer, kept live by a goroutine that plays its transport, until stop.
+func sharing(g *Gate) (stop func()) {
+	p := newFakePeer(7)
+	now := time.Now()
+	for i := 4; i >= 0; i-- { // trusted: heard over 4 intervals, the last one now
+		g.observeAt(p.next(func(s *Signal) { s.Demand = 1 }), now.Add(-time.Duration(i)*interval))
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(interval / 4)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				g.Observe(p.next(nil))
+				g.NextSignal()
+			}
+		}
+	})
+	return func() { close(done); wg.Wait() }
+}
+
+// BenchmarkAdaptiveSharedWaitAndReportParallel is BenchmarkAdaptiveWaitAndReportParallel with a
+// live peer: sharing adds no allocation to a start.
+func BenchmarkAdaptiveSharedWaitAndReportParallel(b *testing.B) {
+	g := New(Config{})
+	defer sharing(g)()
+	if g.Snapshot().Peers != 1 {
+		b.Fatal("no live peer")
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			p, err := g.Wait(ctx)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			p.Succeeded()
+		}
+	})
+	if s := g.Snapshot(); s.Peers != 1 || s.Spacing != 0 {
+		b.Fatalf("peers %d, spacing %v; want 1, 0", s.Peers, s.Spacing)
+	}
+}
+
 // Benchmark10kGoroutines lets 10,000 goroutines take one slot each at spacing 0: all go through
 // and none waits. One op is the whole burst.
 func Benchmark10kGoroutines(b *testing.B) {
@@ -105,5 +156,29 @@ func TestWaitDoesNotAllocate(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Errorf("Wait and the reports allocate %v times per start, want 0", allocs)
+	}
+}
+
+// TestSharedWaitDoesNotAllocate: with a live peer, a start, its report, making a signal and
+// applying one do not allocate.
+func TestSharedWaitDoesNotAllocate(t *testing.T) {
+	g := New(Config{})
+	defer sharing(g)()
+	ctx := context.Background()
+	p := newFakePeer(8)
+	allocs := testing.AllocsPerRun(1000, func() {
+		pm, err := g.Wait(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pm.Succeeded()
+		if _, ok := g.NextSignal(); !ok {
+			_ = ok // over the interval's budget: fine
+		}
+		g.Observe(p.next(nil))
+		g.Estimate()
+	})
+	if allocs != 0 {
+		t.Errorf("a shared start allocates %v times, want 0", allocs)
 	}
 }

@@ -7,8 +7,8 @@ import (
 )
 
 // Forbidden is implemented by errors that mean "the origin rejected the upgrade with HTTP 403".
-// Connect finds it with errors.As and retries once after the cooldown. RetryAfter is 0 when the
-// origin sent none. A 403 from a forward proxy is not an origin rejection and must not implement it.
+// Connect finds it with errors.As and retries the upgrade (see [Connect]). RetryAfter is 0 when
+// the origin sent none. A 403 from a forward proxy is not an origin rejection and must not implement it.
 type Forbidden interface {
 	error
 	OriginForbidden() (retryAfter time.Duration)
@@ -18,18 +18,21 @@ type Forbidden interface {
 type Policy struct {
 	ForbiddenCooldown time.Duration // wait before the one retry after a 403; default 3s (Retry-After wins if longer); not used in Adaptive mode
 	ConnectTimeout    time.Duration // per network attempt; default 15s; excludes gate waits and the cooldown
+	ForbiddenBudget   time.Duration // Adaptive: longest a request keeps retrying refused upgrades, from the first refusal; default 10s
 }
 
 // Policy defaults.
 const (
 	DefaultForbiddenCooldown = 3 * time.Second
 	DefaultConnectTimeout    = 15 * time.Second
+	DefaultForbiddenBudget   = 10 * time.Second
 )
 
 // ReferencePolicy returns the reference proxy's connect policy: one retry 3 s after a 403, 15 s per
-// attempt. It stays fixed when the defaults change. Pair it with [Reference].
+// attempt (and the default forbidden budget, which the reference modes do not use). It stays fixed
+// when the defaults change. Pair it with [Reference].
 func ReferencePolicy() Policy {
-	return Policy{ForbiddenCooldown: 3 * time.Second, ConnectTimeout: 15 * time.Second}
+	return Policy{ForbiddenCooldown: 3 * time.Second, ConnectTimeout: 15 * time.Second, ForbiddenBudget: 10 * time.Second}
 }
 
 func (p Policy) withDefaults() Policy {
@@ -38,6 +41,9 @@ func (p Policy) withDefaults() Policy {
 	}
 	if p.ConnectTimeout <= 0 {
 		p.ConnectTimeout = DefaultConnectTimeout
+	}
+	if p.ForbiddenBudget <= 0 {
+		p.ForbiddenBudget = DefaultForbiddenBudget
 	}
 	return p
 }
@@ -57,31 +63,25 @@ type Result struct {
 // An origin 403 (an error for which errors.As finds a [Forbidden]) is reported as a rejection and
 // retried. In Adaptive mode the gate paces the retries (the rejection has already slowed it down,
 // and a Retry-After holds every start back): Connect retries through the gate, keeping its place
-// in the line, until an attempt succeeds or fails otherwise, or ctx ends; the cooldown is not
-// used. If ctx's deadline passes while it is still being refused, Connect returns the last 403
-// error rather than ctx.Err(), since that is why the request failed (a cancelled ctx still gives
-// ctx.Err()). In the other modes it retries once, through the gate, after max(ForbiddenCooldown,
-// Retry-After) spent outside the gate, and returns the retry's error as it is.
+// in the line, until an attempt succeeds or fails otherwise, for at most ForbiddenBudget from the
+// first refusal; the cooldown is not used. When the budget is spent, when ctx's deadline passes
+// while the origin is still refusing (or when the gate already knows that no start can come in
+// time, as after a long Retry-After), or when the origin is closed (see [ErrClosed]), Connect
+// returns the last 403 error rather than a deadline error, since that is why the request failed
+// (a cancelled ctx still gives ctx.Err()); a request that finds the origin closed before its first
+// attempt gets the gate's last 403. In the other modes it retries once, through the gate, after
+// max(ForbiddenCooldown, Retry-After) spent outside the gate, and returns the retry's error as it
+// is.
 func Connect[T any](ctx context.Context, g *Gate, p Policy, dial func(ctx context.Context) (T, error)) (T, Result, error) {
 	p = p.withDefaults()
+	if g.config().Mode == Adaptive {
+		return connectAdaptive(ctx, g, p, dial)
+	}
 	var res Result
-	arrival := time.Now()
-	v, err := attempt(ctx, g, p, dial, &res, arrival)
+	r := request{arrival: time.Now()}
+	v, err := attempt(ctx, g, p, dial, &res, r)
 	var fb Forbidden
 	if err == nil || !errors.As(err, &fb) {
-		return v, res, err
-	}
-	if g.mode() == Adaptive {
-		last := err
-		for err != nil && errors.As(err, &fb) {
-			last = err
-			v, err = attempt(ctx, g, p, dial, &res, arrival)
-		}
-		if errors.Is(err, context.DeadlineExceeded) && err == ctx.Err() {
-			// The origin kept refusing until the caller's deadline: its last refusal says more
-			// than "deadline exceeded" (and carries any Retry-After).
-			return v, res, last
-		}
 		return v, res, err
 	}
 	var zero T
@@ -91,15 +91,53 @@ func Connect[T any](ctx context.Context, g *Gate, p Policy, dial func(ctx contex
 	if err != nil {
 		return zero, res, err
 	}
-	v, err = attempt(ctx, g, p, dial, &res, arrival)
+	v, err = attempt(ctx, g, p, dial, &res, r)
 	return v, res, err
 }
 
+// connectAdaptive is Connect in Adaptive mode: retries through the gate within the budget.
+func connectAdaptive[T any](ctx context.Context, g *Gate, p Policy, dial func(ctx context.Context) (T, error)) (T, Result, error) {
+	var res Result
+	now := time.Now()
+	probeBy := now.Add(p.ForbiddenBudget)
+	if d, ok := ctx.Deadline(); ok && d.Before(probeBy) {
+		probeBy = d
+	}
+	v, err := attempt(ctx, g, p, dial, &res, request{arrival: now, probeBy: probeBy})
+	var fb Forbidden
+	if err == ErrClosed {
+		return v, res, g.lastForbidden()
+	}
+	if err == nil || !errors.As(err, &fb) {
+		return v, res, err
+	}
+	r := request{arrival: now, deadline: time.Now().Add(p.ForbiddenBudget), retry: true}
+	if d, ok := ctx.Deadline(); ok && d.Before(r.deadline) {
+		r.deadline = d // so that a retry that cannot start in time is answered at once
+	}
+	for {
+		last := err
+		v, err = attempt(ctx, g, p, dial, &res, r)
+		switch {
+		case err == nil:
+			return v, res, nil
+		case err == ErrClosed || err == errBudget:
+			return v, res, last
+		case errors.Is(err, context.DeadlineExceeded) && err == ctx.Err():
+			// The origin kept refusing until the caller's deadline: its last refusal says more
+			// than "deadline exceeded" (and carries any Retry-After).
+			return v, res, last
+		case !errors.As(err, &fb):
+			return v, res, err
+		}
+	}
+}
+
 // attempt makes one network attempt through the gate and reports its outcome.
-func attempt[T any](ctx context.Context, g *Gate, p Policy, dial func(ctx context.Context) (T, error), res *Result, arrival time.Time) (T, error) {
+func attempt[T any](ctx context.Context, g *Gate, p Policy, dial func(ctx context.Context) (T, error), res *Result, r request) (T, error) {
 	var zero T
 	start := time.Now()
-	permit, err := g.wait(ctx, arrival)
+	permit, err := g.wait(ctx, r)
 	res.Waited += time.Since(start)
 	if err != nil {
 		return zero, err
@@ -114,6 +152,7 @@ func attempt[T any](ctx context.Context, g *Gate, p Policy, dial func(ctx contex
 	}
 	var fb Forbidden
 	if errors.As(err, &fb) {
+		g.last403.Store(&err)
 		permit.Forbidden(fb.OriginForbidden())
 	} else {
 		permit.Failed()
@@ -123,6 +162,22 @@ func attempt[T any](ctx context.Context, g *Gate, p Policy, dial func(ctx contex
 	}
 	return v, err
 }
+
+// lastForbidden returns the last 403 that Connect saw on g, or, if there was none (the rejections
+// were reported through Wait), a Forbidden error that wraps ErrClosed.
+func (g *Gate) lastForbidden() error {
+	if err := g.last403.Load(); err != nil {
+		return *err
+	}
+	return closedError{}
+}
+
+// closedError is a closed origin's answer when no 403 error of its own is at hand.
+type closedError struct{}
+
+func (closedError) Error() string                  { return ErrClosed.Error() }
+func (closedError) Unwrap() error                  { return ErrClosed }
+func (closedError) OriginForbidden() time.Duration { return 0 }
 
 // sleep waits for d or until ctx is done, returning ctx.Err() in that case.
 func sleep(ctx context.Context, d time.Duration) error {

@@ -10,7 +10,8 @@ import (
 )
 
 // Most callers wrap each new upgrade in Connect: it waits in the gate, dials with a per-attempt
-// timeout, reports the outcome, and retries an origin 403 once after the cooldown.
+// timeout, reports the outcome, and retries an origin 403 (in the default Adaptive mode through
+// the gate, which the rejection has slowed down; in the others once, after a cooldown).
 func Example() {
 	g := gate.New(gate.Config{}) // one per process and origin
 	dial := func(ctx context.Context) (string, error) {
@@ -57,3 +58,32 @@ type upgradeError struct{ status int }
 func (e *upgradeError) Error() string { return fmt.Sprintf("upgrade rejected: HTTP %d", e.status) }
 
 func (e *upgradeError) OriginForbidden() time.Duration { return 0 }
+
+// A transport shares a gate's state with the gates of other processes that share its upgrade
+// limit: it publishes NextSignal every ReportInterval and whenever Pending fires, and gives every
+// message it receives to ObserveBinary. Here the bus is a channel from one gate to another; in
+// codexpool it is a NATS subject per limit.
+func ExampleGate_NextSignal() {
+	a, b := gate.New(gate.Config{}), gate.New(gate.Config{}) // two processes' gates
+	bus := make(chan []byte, 1)
+	tick := time.NewTicker(gate.DefaultReportInterval)
+	defer tick.Stop()
+	var buf []byte
+	for range 6 { // a transport loops until it is stopped
+		select {
+		case <-tick.C:
+		case <-a.Pending(): // urgent news: a rejection, a burst, a closed origin...
+		}
+		if s, ok := a.NextSignal(); ok {
+			buf, _ = s.AppendBinary(buf[:0])
+			bus <- buf
+		}
+		if err := b.ObserveBinary(<-bus); err != nil { // the peer's side of the bus
+			fmt.Println(err)
+		}
+	}
+	// b counts a as a peer once it has heard it consistently for a few intervals.
+	s := b.Snapshot()
+	fmt.Println("peers", s.Peers, "applied", s.SignalsApplied > 0)
+	// Output: peers 1 applied true
+}

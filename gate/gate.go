@@ -1,12 +1,3 @@
-// Package gate paces the starts of new upstream WebSocket upgrades so that a burst of requests does
-// not provoke the origin into rejecting them with HTTP 403.
-//
-// Call [New] once per process and origin, then wrap every new upgrade in [Connect], which waits in
-// the gate, dials with a per-attempt timeout, reports the outcome and retries an origin 403 (paced
-// by the gate until the context ends in Adaptive mode, once after a cooldown in the others).
-// Callers that need finer control use [Gate.Wait] and report on the returned [Permit] themselves.
-//
-// The package is pure logic: it does no I/O and imports nothing but the standard library.
 package gate
 
 import (
@@ -54,7 +45,8 @@ func (m *Mode) UnmarshalText(text []byte) error {
 
 // Config configures a Gate. Zero (or negative) values are the documented defaults. Floor and Max
 // apply to the Adaptive and ReferenceMode modes, Widen and RelaxAfter to ReferenceMode only, the
-// rest to Adaptive only (see [Gate] for what each does and why its default is what it is).
+// rest to Adaptive only (the package documentation says what each does and why its default is
+// what it is).
 type Config struct {
 	Mode       Mode          // default Adaptive
 	Floor      time.Duration // lowest spacing, never relaxed away; default 0 (an idle gate never waits)
@@ -69,6 +61,8 @@ type Config struct {
 	RelaxRun      int           // Adaptive: paced successes in a row per relaxation step; default 8
 	RateWindow    time.Duration // Adaptive: how far back accepted upgrades are counted; default 1s
 	Lease         time.Duration // Adaptive: longest an unreported Permit holds its window slot; default 1m
+
+	ReportInterval time.Duration // Adaptive, shared: how often the transport publishes NextSignal (peers silent for 3 are expired); default 100ms; every gate of a fleet should use the same
 }
 
 // Defaults.
@@ -84,6 +78,8 @@ const (
 	DefaultRelaxRun      = 8
 	DefaultRateWindow    = time.Second
 	DefaultLease         = time.Minute
+
+	DefaultReportInterval = 100 * time.Millisecond
 )
 
 // Reference returns the reference proxy's parameters: mode ReferenceMode, floor 0, widen to 1 s,
@@ -120,6 +116,9 @@ func (c Config) withDefaults() Config {
 	if c.Lease <= 0 {
 		c.Lease = DefaultLease
 	}
+	if c.ReportInterval <= 0 {
+		c.ReportInterval = DefaultReportInterval
+	}
 	c.Floor = max(c.Floor, 0)
 	if c.Widen <= 0 {
 		c.Widen = DefaultWiden
@@ -133,96 +132,76 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// A Gate paces the starts of new upstream connections (WebSocket upgrades), per process and per
-// origin. [Gate.Wait] blocks until a start may happen and returns a [Permit] on which the caller
-// reports the upgrade's outcome exactly once; most callers want [Connect], which does both.
+// A Gate paces the starts of new upstream connections (WebSocket upgrades) to one origin, so that
+// a burst of requests does not provoke the origin into refusing them with HTTP 403.
 //
-// # Adaptive (the default): a congestion controller for upgrades
+// [Gate.Wait] blocks until a start may happen and returns a [Permit], on which the caller reports
+// the upgrade's outcome exactly once; the reported outcomes set the pace. Most callers want
+// [Connect], which waits, dials with a per-attempt timeout, reports, and retries a 403.
 //
-// An origin's upgrade limit behaves like a token bucket (a burst, then a rate). The gate probes
-// for both instead of jumping, with two limits that a start must both pass:
+// Config.Mode chooses the pacing, one controller per mode:
+//   - Adaptive (the default): a window of upgrades in flight grown by slow start, and a spacing
+//     between starts that converges on the rate the origin accepts (see the package documentation).
+//   - ReferenceMode: the reference design: a spacing from Floor, widened to Widen and doubled up
+//     to Max on a rejection, halved after RelaxAfter successes in a row.
+//   - Fixed: starts are Floor apart, forever; outcomes are counted and change nothing.
+//   - Off: starts never wait; outcomes are counted and change nothing.
 //
-//   - A window of upgrades in flight (granted, not yet reported). It starts at InitialWindow (2),
-//     grows by one per success while below the slow-start threshold (so it doubles every round
-//     of handshakes; loopback handshakes take about a millisecond, so a healthy origin sees it
-//     at hundreds within milliseconds), and by one per window of successes above it. A rejection
-//     halves it (never below 1) and sets the threshold there. It grows only while it limits
-//     (callers are queued or it is at least half full), so a quiet period does not build up a
-//     window that the next burst would storm the origin with. MaxWindow (1024) caps it.
-//     Against a burst-5 origin a 60-burst loses a handful of upgrades instead of 55.
-//   - A spacing between consecutive starts, for the rate. It is Floor (0) until the first
-//     rejection, which sets it to the rate the origin was just measured to accept: RateWindow
-//     (1s) divided by the upgrades accepted in the last RateWindow (1s when none were). Every
-//     later rejection multiplies it by Backoff (1.25), never to below that measured value.
-//     While callers are queued behind the spacing (the pace, not the demand, is what limits),
-//     every RelaxRun (8) successes relax it: the first step since the last rejection cuts it by
-//     1-Relax (1/16), the k-th by k times that, at most by half. So the gate probes gently just
-//     above a rate that was rejected (a small bucket then costs one rejection per probe, not a
-//     storm) and fast once the origin has clearly recovered (5/s to 50/s in about 3s). It never
-//     snaps to 0 (below 1ms it becomes Floor: at that rate the window is the limit anyway), and
-//     it stays within [Floor, max(Max, Floor)]; Max is 8s.
+// A Retry-After on a rejection holds every start back until it has passed (Adaptive and
+// ReferenceMode). Outcome reports never block on I/O or a wait. Cancelling a wait returns the
+// context's error at once and gives the slot back where that is cheap. In Adaptive mode, the
+// gates of processes that share one upgrade limit can share what they learn ([Gate.NextSignal],
+// [Gate.Observe]); without that, each is on its own.
 //
-// Why these defaults: measured against a token-bucket origin (5/s burst 5, 1/s burst 1,
-// unlimited, a rate that changes at run time, and demand at twice the rate for a minute; see
-// TestSimulatedTargets), an initial window of 2 costs a healthy 30-burst no more handshake
-// rounds than one of 4 (2+4+8+16 = 30), and loses fewer upgrades to a small bucket; Backoff 1.25 with the measured floor keeps goodput above 90% of
-// the origin's rate with about 5% rejections; 1/16 steps every 8 successes keep a 60-burst
-// against 5/s under 15% rejections, and the growing steps follow a tenfold rise within seconds.
-//
-// Rejections of attempts that started before the last reaction are one signal, not one each, as
-// in the reference design (compare TCP, which cuts its window once per round trip). Every
-// rejection pushes the next start to at least now + spacing, and a Retry-After to at least now +
-// Retry-After: Retry-After always wins. Other failures ([Permit.Failed]) only free the slot.
-// Waiting callers start in arrival order; [Connect] retries an origin 403 through the gate, in
-// its original place in the line, until it succeeds or its context ends.
-//
-// Every Permit must be reported (Connect always does). An unreported one holds its window slot
-// for at most Lease (1m), then the slot is reclaimed; a second report of a Permit, or one after
-// its lease, changes only the counters (and a Retry-After it carries is still honoured).
-//
-// # ReferenceMode ("reference"): the reference design, kept for the A/B
-//
-// A start reserves the next slot, start = max(now, next), and moves next to start + spacing; the
-// caller then waits until start outside any lock. Spacing starts at Floor (default 0): an idle,
-// healthy process is not paced at all. An origin rejection ([Permit.Forbidden]) widens it to Widen
-// (default 1s) if it was below, else doubles it, capped at Max (default 8s); it also resets the
-// success streak and pushes the next start to at least now + spacing, and to now + Retry-After
-// when the origin sent one. Only a rejection of an attempt that started after the last widening
-// widens again, so a burst of attempts rejected together is one signal, not one doubling each.
-// RelaxAfter (default 20) successes in a row ([Permit.Succeeded]) halve the spacing; a halved
-// spacing below Widen snaps to Floor. Other failures ([Permit.Failed]) change nothing. Spacing is
-// never below Floor, and a Floor above Max wins over Max. [Reference] returns these parameters;
-// Connect retries a 403 once, after the cooldown ([ReferencePolicy]).
-//
-// # Fixed and Off
-//
-// Fixed: spacing is Floor forever; outcomes are counted but change nothing. Off: starts never
-// wait; outcomes are counted but change nothing.
-//
-// Outcome reports never block on I/O or a wait. In ReferenceMode one that finds the gate busy may
-// be dropped, which is harmless (the next rejection carries the same signal). Cancelling a wait
-// gives its slot back (in ReferenceMode and Fixed when no later start has been reserved behind
-// it).
-//
-// The zero value is a ready-to-use adaptive Gate with the defaults, as is New(Config{}).
-// A Gate is safe for concurrent use by multiple goroutines.
+// The zero value is a ready-to-use Adaptive Gate with the defaults, as is New(Config{}). A Gate is
+// safe for concurrent use by multiple goroutines; it must not be copied after first use.
 type Gate struct {
-	mu        sync.Mutex
-	spacing   time.Duration // current gap between starts
-	streak    int           // successes in a row since the last rejection or relaxation
-	next      time.Time     // Reference, Fixed: earliest start of the next reservation
-	widenedAt time.Time     // when spacing last widened: older attempts' rejections do not widen again
-	seq       uint64        // bumped whenever next moves, so a cancelled wait knows it was the last
-	a         adaptive      // the Adaptive controller's state
-
-	cfg Config // immutable after New; the zero value means "the defaults"
+	once sync.Once
+	cfg  Config     // the defaults applied once set up; immutable after that
+	ctl  controller // the Mode's controller, set up with cfg
 
 	starts     atomic.Int64
 	rejections atomic.Int64
 	successes  atomic.Int64
 	failures   atomic.Int64
 	waited     atomic.Int64 // nanoseconds
+
+	last403 atomic.Pointer[error] // the last 403 Connect saw, for a closed origin's answer
 }
+
+// controller is the pacing algorithm of one Mode. The Gate counts; the controller decides.
+type controller interface {
+	// wait blocks until a start may happen for r, which came to the gate at now. It reports how
+	// long it waited, also when it fails.
+	wait(ctx context.Context, now time.Time, r request) (grant, error)
+	// report applies the outcome of p's attempt at now; it must not block on a wait.
+	report(p Permit, o outcome, now time.Time, retryAfter time.Duration)
+	// snapshot fills in the controller's part of s.
+	snapshot(s *Snapshot)
+}
+
+// request is one caller of wait. Only the Adaptive controller looks beyond arrival.
+type request struct {
+	arrival  time.Time // when the caller first came (a retry keeps it, and so its place in line)
+	deadline time.Time // the wait ends with errBudget then, or at once when no start can come before it (zero: none)
+	probeBy  time.Time // closed origin: the latest probe slot this caller will wait for (zero: any)
+	retry    bool      // the caller was refused already: a closed origin answers it at once
+}
+
+// grant is one start a controller allowed (or, with an error, the time a failed wait took).
+type grant struct {
+	start  time.Time
+	id     uint64 // Adaptive: the window slot it holds (0 = none)
+	waited time.Duration
+}
+
+type outcome int
+
+const (
+	outcomeSuccess outcome = iota
+	outcomeForbidden
+	outcomeFailure
+)
 
 // New returns a Gate configured by cfg (zero fields take the defaults). It panics if cfg.Mode is
 // not one of the Modes; use [ParseMode] to validate configuration input.
@@ -230,106 +209,71 @@ func New(cfg Config) *Gate {
 	if _, err := ParseMode(string(cfg.Mode)); err != nil {
 		panic(err)
 	}
-	cfg = cfg.withDefaults()
 	g := &Gate{cfg: cfg}
-	if cfg.Mode != Off {
-		g.spacing = cfg.Floor
-	}
+	g.controller()
 	return g
 }
 
-// config returns the configuration with the defaults applied (they matter for the zero Gate).
-func (g *Gate) config() Config { return g.cfg.withDefaults() }
-
-// mode returns the Mode without the cost of applying every default.
-func (g *Gate) mode() Mode {
-	if g.cfg.Mode == "" {
-		return Adaptive
-	}
-	return g.cfg.Mode
+// controller sets the gate up on first use (the zero Gate too) and returns its controller.
+func (g *Gate) controller() controller {
+	g.once.Do(g.setup)
+	return g.ctl
 }
 
-// reservation is one reserved slot. seq is 0 when the reservation did not move next.
-type reservation struct {
-	start time.Time
-	seq   uint64
+func (g *Gate) setup() {
+	g.cfg = g.cfg.withDefaults()
+	switch g.cfg.Mode {
+	case ReferenceMode:
+		g.ctl = newReference(g.cfg)
+	case Fixed:
+		g.ctl = newFixed(g.cfg)
+	case Off:
+		g.ctl = off{}
+	default:
+		g.ctl = newAdaptive(g.cfg)
+	}
+}
+
+// config returns the configuration with the defaults applied.
+func (g *Gate) config() Config {
+	g.controller()
+	return g.cfg
 }
 
 // Wait blocks until the caller may start a new upgrade and returns the Permit on which to report
 // its outcome. If ctx is done first, Wait returns ctx.Err() (unwrapped) at once and gives the slot
 // back when that is possible. Wait does not allocate when it does not have to wait.
 func (g *Gate) Wait(ctx context.Context) (Permit, error) {
-	return g.wait(ctx, time.Time{})
+	d, _ := ctx.Deadline()
+	return g.wait(ctx, request{probeBy: d})
 }
 
-// wait is Wait for a caller that arrived at arrival (zero: now); in Adaptive mode, waiting callers
-// start in arrival order, so a retry keeps its place in the line.
-func (g *Gate) wait(ctx context.Context, arrival time.Time) (Permit, error) {
+// wait is Wait for r (a zero arrival means now); in Adaptive mode, waiting callers start in
+// arrival order, so a retry keeps its place in the line.
+func (g *Gate) wait(ctx context.Context, r request) (Permit, error) {
 	if err := ctx.Err(); err != nil {
 		return Permit{}, err
 	}
+	c := g.controller()
 	now := time.Now()
-	if g.mode() == Adaptive {
-		if arrival.IsZero() {
-			arrival = now
-		}
-		return g.waitAdaptive(ctx, now, arrival)
+	if r.arrival.IsZero() {
+		r.arrival = now
 	}
-	r := g.reserve(now)
-	if delay := r.start.Sub(now); delay > 0 {
-		t := time.NewTimer(delay)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			g.cancel(r)
-			g.waited.Add(int64(time.Since(now)))
-			return Permit{}, ctx.Err()
-		}
-		g.waited.Add(int64(time.Since(now)))
+	gr, err := c.wait(ctx, now, r)
+	if gr.waited != 0 {
+		g.waited.Add(int64(gr.waited))
+	}
+	if err != nil {
+		return Permit{}, err
 	}
 	g.starts.Add(1)
-	return Permit{g: g, start: r.start}, nil
-}
-
-// reserve takes the next slot at time now (rule 2 of the design).
-func (g *Gate) reserve(now time.Time) reservation {
-	if g.cfg.Mode == Off {
-		return reservation{start: now}
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	start := now
-	if g.next.After(now) {
-		start = g.next
-	}
-	if g.spacing <= 0 {
-		// next = start + 0 = max(now, next): leaving it alone is equivalent, and callers that read
-		// the clock a little earlier are not made to wait a few nanoseconds on a timer.
-		return reservation{start: start}
-	}
-	g.next = start.Add(g.spacing)
-	g.seq++
-	return reservation{start: start, seq: g.seq}
-}
-
-// cancel gives r's slot back if nothing has moved next since r took it.
-func (g *Gate) cancel(r reservation) {
-	if r.seq == 0 {
-		return
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.seq == r.seq {
-		g.next = r.start
-		g.seq++
-	}
+	return Permit{g: g, start: gr.start, id: gr.id}, nil
 }
 
 // Snapshot is a read-only view of a Gate's state, for logs and metrics.
 type Snapshot struct {
 	Mode       Mode
-	Spacing    time.Duration // current gap between starts
+	Spacing    time.Duration // current gap between starts (Adaptive: the fleet's; see OwnSpacing)
 	Streak     int           // successes in a row counted towards the next relaxation
 	Rejections int64         // origin rejections reported
 	Starts     int64         // permits granted (every upgrade attempt)
@@ -339,29 +283,30 @@ type Snapshot struct {
 	Window     int           // Adaptive: upgrades allowed in flight (0 in the other modes)
 	InFlight   int           // Adaptive: permits granted and not yet reported
 	Queued     int           // Adaptive: callers waiting in the gate
+	Closed     bool          // Adaptive: the origin is closed (see [ErrClosed])
+
+	// Adaptive, the shared state (see [Gate.Observe]). Without peers, OwnSpacing is Spacing,
+	// FleetAccepted counts this gate's upgrades only, and the counts of signals are 0.
+	OwnSpacing     time.Duration // this gate's gap between starts: Spacing over its share of the fleet's demand
+	Epoch          uint64        // reactions so far, this gate's and its peers'
+	Peers          int           // peers that count (trusted, heard within 3 report intervals)
+	FleetAccepted  float64       // upgrades accepted per second in the last RateWindow, here and at the peers
+	SignalsApplied int64         // peers' signals applied
+	SignalsInvalid int64         // signals dropped as malformed, out of range or inconsistent
+	SignalsStale   int64         // signals dropped as older than one already applied
+	SignalsFlooded int64         // signals dropped beyond a peer's rate, or with the peer table full
+	SignalsUnknown int64         // signals from ids not (yet) counted as peers
 }
 
 // Snapshot returns the current state.
 func (g *Gate) Snapshot() Snapshot {
-	g.mu.Lock()
-	spacing, streak := g.spacing, g.streak
-	var window, inflight, queued int
-	if g.mode() == Adaptive {
-		g.a.init(g.config())
-		window, inflight, queued = g.a.window, g.a.inflight, len(g.a.queue)
-	}
-	g.mu.Unlock()
-	return Snapshot{
-		Window:     window,
-		InFlight:   inflight,
-		Queued:     queued,
-		Mode:       g.config().Mode,
-		Spacing:    spacing,
-		Streak:     streak,
-		Rejections: g.rejections.Load(),
-		Starts:     g.starts.Load(),
-		Waited:     time.Duration(g.waited.Load()),
-		Successes:  g.successes.Load(),
-		Failures:   g.failures.Load(),
-	}
+	var s Snapshot
+	g.controller().snapshot(&s)
+	s.Mode = g.cfg.Mode
+	s.Rejections = g.rejections.Load()
+	s.Starts = g.starts.Load()
+	s.Waited = time.Duration(g.waited.Load())
+	s.Successes = g.successes.Load()
+	s.Failures = g.failures.Load()
+	return s
 }

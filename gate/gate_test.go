@@ -467,7 +467,7 @@ func TestReferencePresetWidensToMax(t *testing.T) {
 func TestConfigDefaults(t *testing.T) {
 	want := Config{Mode: Adaptive, Widen: time.Second, Max: 8 * time.Second, RelaxAfter: 20,
 		InitialWindow: 2, MaxWindow: 1024, Backoff: 1.25, Relax: 15.0 / 16, RelaxRun: 8,
-		RateWindow: time.Second, Lease: time.Minute}
+		RateWindow: time.Second, Lease: time.Minute, ReportInterval: 100 * time.Millisecond}
 	if got := (Config{}).withDefaults(); got != want {
 		t.Errorf("defaults = %+v, want %+v", got, want)
 	}
@@ -476,7 +476,7 @@ func TestConfigDefaults(t *testing.T) {
 		t.Errorf("Reference() = %+v, want %+v", got, ref)
 	}
 	if got := (Config{Floor: -1, Widen: -1, Max: -1, RelaxAfter: -1, InitialWindow: -1, MaxWindow: -1,
-		Backoff: math.NaN(), Relax: 1, RelaxRun: -1, RateWindow: -1, Lease: -1}).withDefaults(); got != want {
+		Backoff: math.NaN(), Relax: 1, RelaxRun: -1, RateWindow: -1, Lease: -1, ReportInterval: -1}).withDefaults(); got != want {
 		t.Errorf("negative values = %+v, want the defaults %+v", got, want)
 	}
 	if got, want := ReferencePolicy(), (Policy{}).withDefaults(); got != want {

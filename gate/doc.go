@@ -1,0 +1,168 @@
+// Package gate paces the starts of new upstream WebSocket upgrades so that a burst of requests does
+// not provoke the origin into rejecting them with HTTP 403.
+//
+// Call [New] once per process and origin, then wrap every new upgrade in [Connect], which waits in
+// the gate, dials with a per-attempt timeout, reports the outcome and retries an origin 403 (paced
+// by the gate in Adaptive mode, once after a cooldown in the others). Callers that need finer
+// control use [Gate.Wait] and report on the returned [Permit] themselves. Gates of several
+// processes that share one upgrade limit can share what they learn through a transport that
+// carries [Signal] values (see "Sharing a limit" below); without one, each gate is on its own.
+//
+// The package is pure logic: it does no I/O and imports nothing but the standard library.
+//
+// # The Adaptive controller
+//
+// An origin's upgrade limit behaves like a token bucket (a burst, then a rate). The gate probes
+// for both instead of jumping, with two limits that a start must both pass:
+//
+//   - A window of upgrades in flight (granted, not yet reported). It starts at InitialWindow (2),
+//     grows by one per success while below the slow-start threshold (so it doubles every round
+//     of handshakes; loopback handshakes take about a millisecond, so a healthy origin sees it
+//     at hundreds within milliseconds), and by one per window of successes above it. A rejection
+//     halves it (never below 1) and sets the threshold there. It grows only while it limits
+//     (callers are queued or it is at least half full), so a quiet period does not build up a
+//     window that the next burst would storm the origin with. MaxWindow (1024) caps it.
+//     Against a burst-5 origin a 60-burst loses a handful of upgrades instead of 55.
+//   - A spacing between consecutive starts, for the rate. It is Floor (0) until the first
+//     rejection, which sets it to the rate the origin was just measured to accept: RateWindow
+//     (1s) divided by the upgrades accepted in the last RateWindow (1s when none were). Every
+//     later rejection multiplies it by Backoff (1.25), never to below that measured value.
+//     While callers are queued behind the spacing (the pace, not the demand, is what limits),
+//     every RelaxRun (8) successes relax it: the first step since the last rejection cuts it by
+//     1-Relax (1/16), the k-th by k times that, at most by half. So the gate probes gently just
+//     above a rate that was rejected (a small bucket then costs one rejection per probe, not a
+//     storm) and fast once the origin has clearly recovered (5/s to 50/s in about 3s). It never
+//     snaps to 0 (below 1ms it becomes Floor: at that rate the window is the limit anyway), and
+//     it stays within [Floor, max(Max, Floor)]; Max is 8s.
+//
+// Rejections of attempts that started before the last reaction are one signal, not one each
+// (compare TCP, which cuts its window once per round trip, not once per lost packet): thirty
+// attempts in flight that are refused together halve the window once. Every rejection pushes the
+// next start to at least now + spacing, and a Retry-After to at least now + Retry-After:
+// Retry-After always wins. Other failures ([Permit.Failed]) only free the slot. Waiting callers
+// start in arrival order; [Connect] retries an origin 403 through the gate, in its original place
+// in the line.
+//
+// Every Permit must be reported (Connect always does). An unreported one holds its window slot
+// for at most Lease (1m), then the slot is reclaimed; a second report of a Permit, or one after
+// its lease, changes only the counters (and a Retry-After it carries is still honoured).
+//
+// # The forbidden budget and a closed origin
+//
+// [Connect] retries a refused upgrade through the gate for at most Policy.ForbiddenBudget (10s)
+// from the first refusal, or until ctx's deadline if that comes first, and then returns the last
+// 403; a retry that the gate already knows cannot start in time (a Retry-After beyond it) is
+// answered at once. A retry keeps its first arrival, so it goes before the callers that came
+// after it, and before those that came with it but have not started yet.
+//
+// An origin that refuses everything (a blocked account, a WAF rule) is not a rate limit, and
+// retrying each request until its budget ends only keeps clients waiting while the gate keeps
+// knocking. Three refusals with nothing accepted, the first and the last at least two
+// RateWindows apart, close the gate: with nothing accepted the gate spaces its attempts at least a
+// RateWindow apart, so a token-bucket origin that takes one upgrade per second or more accepts the
+// second or the third, while a burst refused in one instant counts as one signal, not three.
+// While closed, waiting callers and refused retries get [ErrClosed] at once (Connect: the last
+// 403); one new caller at a time probes, at the widest spacing (max(Max, Floor) after the last
+// refusal), if that slot comes before its deadline (Connect: its budget), and every other caller
+// is answered at once. The first accepted upgrade reopens the gate with the spacing it had. In
+// virtual time against an origin that refuses everything: one request is answered after 2.26s and
+// 3 attempts; 50 concurrent requests after 2.26s and 4 attempts; after the origin opens again, the
+// next request is served within 8s (the probe slot).
+//
+// # Sharing a limit between processes
+//
+// N gates that share one origin limit (workers on one machine, or using one account) each
+// rediscover it on their own: measured with 4 workers, a 60-request burst against a 5/s origin
+// took 20.2s where 11.5s is the limit. They need not share a lock (that would be the
+// process-wide serializer this package replaced, at fleet scale); they share what they see, and
+// each still decides for itself. A transport (NATS, in this module; the package knows none)
+// drives it:
+//
+//   - every ReportInterval (100ms), and whenever [Gate.Pending] fires, it calls
+//     [Gate.NextSignal] and, if ok, publishes [Signal.AppendBinary]'s bytes to the peers;
+//   - it hands every message it receives to [Gate.ObserveBinary] (or a decoded one to
+//     [Gate.Observe]); its own come back harmlessly;
+//   - a worker that can give a request back to a queue its peers serve may ask [Gate.Estimate].
+//
+// A Signal carries the gate's random id, a sequence number, its reaction epoch, its totals of
+// accepted and refused upgrades, those accepted in the last RateWindow, its demand (callers
+// queued plus upgrades in flight), its spacing, the rest of a Retry-After, the wait it expects
+// for a new caller, and whether it sees a closed origin. Durations are relative and counts are
+// totals, so no two clocks are compared and a lost signal costs only time.
+//
+// From its live peers a gate knows the fleet's picture, and paces by it:
+//
+//   - The spacing is the fleet's: the gap between starts for all the gates together, set at a
+//     reaction from the upgrades the fleet accepted in the last RateWindow (the sum of the
+//     peers' counts and its own). A gate's own gap is that spacing divided by its share, its
+//     demand over the fleet's: requests are served at the same rate wherever they queue. (An
+//     equal share among busy gates was measured too: for 8 gates, a 60-burst took 15.2s
+//     instead of 11.5s and sustained load had a 47s p95 instead of 37.5s, since a gate with few
+//     requests kept a rate its requests did not need.) No gate starts within one fleet spacing
+//     of the last start it heard of (an acceptance is urgent news while the fleet is paced), so
+//     gates freed by the same news do not all start at once.
+//   - Reactions have epochs, a Lamport clock: a gate's rejection widens only if its attempt
+//     started in the gate's current epoch, and a widening bumps the epoch; a signal with a
+//     higher epoch is a peer's reaction, applied once (window halved, spacing backed off, never
+//     below the measured floor), and its epoch adopted. So a burst of rejections across the
+//     fleet widens once, as a burst within one gate does, and nothing compares times across
+//     machines. Peers report acceptances up to an interval late, so a reaction made before they
+//     arrived is refined down to the fleet's count for two intervals.
+//   - The window is the fleet's too: the peers' acceptances grow it, and a gate uses its share of
+//     it (counting a peer as at least one caller, since at a burst's start every gate's news is
+//     a moment old). While the fleet is not paced yet and a gate's share is below one upgrade,
+//     the window's slots go one each to the busy gates in id order: a fresh fleet in slow start
+//     has about one window in flight, not one upgrade per gate.
+//   - A peer's Retry-After holds this gate too; a peer's acceptance reopens a closed gate; its
+//     refusals count towards closing one (but one refusal must be the gate's own); and a closed
+//     fleet probes about once per Max, since a peer's refusal moves every gate's probe slot and
+//     a fixed offset per gate lets the same one go first.
+//
+// With no live peer (none ever heard, or all silent for 3 intervals: a worker cut off from the
+// transport) a gate is exactly the per-process one: every rule above reduces to it.
+//
+// # What a signal can do, and what bounds it
+//
+// A garbled or hostile signal must not stall a gate. [ParseSignal] accepts only version 1, 62
+// bytes, known flags and every field in range, and encodings are canonical. A new id enters the
+// peer table (32 entries) only once heard in two generations of an admission filter (two
+// report intervals each), and counts only after 3 more increasing seqs over 2 intervals: a flood
+// of random ids never does, and cannot evict a live peer. A peer's signals beyond 30 per interval
+// are dropped (a gate makes at most 29), as are stale and inconsistent ones (a total going
+// back); peers expire after 3 silent intervals. What an established but hostile peer can do is
+// bounded too: its Retry-After holds this gate for at most Max in any 2·Max; this gate's own
+// spacing never exceeds max(Max, Floor) whatever demand it claims; it can trigger at most one
+// reaction per interval; its claimed acceptances at most double the window per signal; the slot
+// order and the fleet's pace delay a start by at most an interval or a spacing; peers alone
+// cannot close a gate, and they push its probes at most (peers+1)·Max after its own refusal. So
+// Wait never blocks forever on a signal. Snapshot counts what was applied and what was dropped.
+//
+// Measured in virtual time (TestFleetTargets: 1, 4 and 8 gates on a 5/s burst-5 origin with 1ms
+// handshakes, requests spread at random, an in-memory bus with ~1ms latency; mean of 10 runs):
+// a 60-burst on 4 gates takes 11.2s with 8.5% of attempts rejected (on their own: 21.4s, 20.5%),
+// on 8 gates 11.5s with 13.2% (on their own only 44 of 60 succeed within the budget); 10 req/s
+// for 30s gets 5.0/s through 4 gates and 4.9/s through 8, with 6% rejected (on their own 8 gates
+// reject 15.8% and fail 29 of 300 requests). 10% lost signals, a flood of 10,000 bogus signals a
+// second, or a gate cut off from the bus change little, and a cut-off gate serves all its
+// requests. Handing a request back when Estimate says it would wait over a second longer here
+// than at the best peer showed no clear effect (bursts never triggered it; under sustained load
+// its effect on the p95 changed sign from one set of runs to the next): demand-weighted shares
+// already serve requests at about one rate wherever they queue.
+//
+// # Why the defaults are what they are
+//
+// Measured against a simulated token-bucket origin in virtual time (5/s burst 5, 1/s burst 1,
+// unlimited, a rate that changes at run time, and demand at twice the rate for a minute; the
+// package's TestSimulatedTargets): an initial window of 2 costs a healthy 30-burst no more
+// handshake rounds than one of 4 (2+4+8+16 = 30), and loses fewer upgrades to a small bucket;
+// Backoff 1.25 with the measured floor keeps goodput above 90% of the origin's rate with about 5%
+// rejections; 1/16 steps every 8 successes keep a 60-burst against 5/s under 15% rejections, and
+// the growing steps follow a tenfold rise within seconds.
+//
+// # The other modes
+//
+// ReferenceMode keeps the reference design for the A/B: spacing Floor, widened to Widen (1s) on
+// a rejection and doubled up to Max (8s), halved after RelaxAfter (20) successes in a row, a half
+// below Widen snapping to Floor. [Reference] and [ReferencePolicy] return its parameters. Fixed
+// (spacing Floor forever) and Off (no pacing) exist for comparison and for operators.
+package gate

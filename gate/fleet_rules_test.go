@@ -1,0 +1,451 @@
+package gate
+
+import (
+	"context"
+	"math/rand/v2"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// The shared-state rules, one by one. Peers are played by hand: a fakePeer makes a gate's
+// signals, and the tests apply them with observeAt at chosen (virtual) times.
+
+const interval = DefaultReportInterval
+
+type fakePeer struct{ s Signal }
+
+func newFakePeer(id uint64) *fakePeer { return &fakePeer{s: Signal{Gate: id}} }
+
+// next returns the peer's next signal, changed by mod.
+func (p *fakePeer) next(mod func(*Signal)) Signal {
+	p.s.Seq++
+	if mod != nil {
+		mod(&p.s)
+	}
+	return p.s
+}
+
+// trust makes g count p as a peer, sending its signals an interval apart in virtual time.
+func trust(t *testing.T, g *Gate, p *fakePeer) {
+	t.Helper()
+	for range 10 {
+		g.Observe(p.next(nil))
+		if isTrusted(g, p.s.Gate) {
+			return
+		}
+		time.Sleep(interval)
+	}
+	t.Fatalf("peer %x not trusted after 10 intervals", p.s.Gate)
+}
+
+func isTrusted(g *Gate, id uint64) bool {
+	a := g.ctl.(*adaptive)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, p := range a.f.peers {
+		if p.id == id {
+			return p.trusted
+		}
+	}
+	return false
+}
+
+func TestPeerTrust(t *testing.T) {
+	tests := []struct {
+		name  string
+		gaps  []time.Duration // between consecutive signals
+		peers int
+	}{
+		// The first signal only enters the admission filter; then 3 increasing seqs over 2 intervals.
+		{"four, an interval apart", []time.Duration{interval, interval, interval}, 1},
+		{"three are not enough", []time.Duration{interval, interval}, 0},
+		{"four within one interval are not enough", []time.Duration{10 * time.Millisecond, 10 * time.Millisecond, 10 * time.Millisecond}, 0},
+		{"a silence restarts the run", []time.Duration{interval, 4 * interval, interval}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := New(Config{})
+			p := newFakePeer(7)
+			now := time.Now()
+			g.observeAt(p.next(nil), now) // observeAt: the rule in explicit time
+			for _, d := range tt.gaps {
+				now = now.Add(d)
+				g.observeAt(p.next(nil), now)
+			}
+			if s := g.Snapshot(); s.Peers != tt.peers || s.SignalsUnknown != int64(len(tt.gaps)+1-tt.peers) {
+				t.Errorf("peers %d, unknown %d; want %d, %d", s.Peers, s.SignalsUnknown, tt.peers, len(tt.gaps)+1-tt.peers)
+			}
+		})
+	}
+}
+
+func TestPeerDrops(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := New(Config{})
+		p := newFakePeer(7)
+		trust(t, g, p)
+		base := g.Snapshot()
+		old := p.s
+		g.Observe(p.next(nil))
+		g.Observe(old) // replayed: stale
+		g.Observe(p.next(func(s *Signal) { s.Accepted++ }))
+		g.Observe(p.next(func(s *Signal) { s.Accepted-- }))       // a total going back: invalid
+		g.Observe(Signal{Gate: 7, Seq: 1 << 62})                  // out of range: invalid
+		g.Observe(Signal{Gate: g.ctl.(*adaptive).f.id, Seq: 1e6}) // our own: ignored
+		s := g.Snapshot()
+		if got := s.SignalsApplied - base.SignalsApplied; got != 2 {
+			t.Errorf("applied %d, want 2", got)
+		}
+		if got := s.SignalsStale - base.SignalsStale; got != 1 {
+			t.Errorf("stale %d, want 1", got)
+		}
+		if got := s.SignalsInvalid - base.SignalsInvalid; got != 2 {
+			t.Errorf("invalid %d, want 2", got)
+		}
+		if err := g.ObserveBinary([]byte("garbage")); err == nil {
+			t.Error("ObserveBinary accepted garbage")
+		}
+		if got := g.Snapshot().SignalsInvalid - s.SignalsInvalid; got != 1 {
+			t.Errorf("garbage counted %d times as invalid, want 1", got)
+		}
+	})
+}
+
+func TestPeerRateCap(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := New(Config{})
+		p := newFakePeer(7)
+		trust(t, g, p)
+		time.Sleep(interval)
+		base := g.Snapshot()
+		for range 2 * peerBurst {
+			g.Observe(p.next(nil))
+		}
+		s := g.Snapshot()
+		if applied, flooded := s.SignalsApplied-base.SignalsApplied, s.SignalsFlooded-base.SignalsFlooded; applied != peerBurst || flooded != peerBurst {
+			t.Errorf("%d signals in one interval: %d applied, %d flooded; want %d, %d", 2*peerBurst, applied, flooded, peerBurst, peerBurst)
+		}
+		time.Sleep(interval)
+		g.Observe(p.next(nil))
+		if got := g.Snapshot().SignalsApplied - s.SignalsApplied; got != 1 {
+			t.Errorf("the next interval: %d applied, want 1", got)
+		}
+	})
+}
+
+func TestPeerTableCap(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := New(Config{})
+		var peers []*fakePeer
+		for i := range 2 * maxPeers {
+			peers = append(peers, newFakePeer(uint64(i+1)))
+		}
+		// The first 32 become peers; then 32 more keep talking.
+		for range 5 {
+			for _, p := range peers[:maxPeers] {
+				g.Observe(p.next(nil))
+			}
+			time.Sleep(interval)
+		}
+		for range 5 {
+			for _, p := range peers {
+				g.Observe(p.next(nil))
+			}
+			time.Sleep(interval)
+		}
+		if s := g.Snapshot(); s.Peers != maxPeers || s.SignalsFlooded == 0 {
+			t.Errorf("peers %d, flooded %d; want %d, > 0 (a table of live peers turns the rest away)", s.Peers, s.SignalsFlooded, maxPeers)
+		}
+		for _, p := range peers[maxPeers:] {
+			if isTrusted(g, p.s.Gate) {
+				t.Fatalf("peer %d got in", p.s.Gate)
+			}
+		}
+		// The first 32 fall silent: the others take their places.
+		for range 8 {
+			for _, p := range peers[maxPeers:] {
+				g.Observe(p.next(nil))
+			}
+			time.Sleep(interval)
+		}
+		if !isTrusted(g, peers[len(peers)-1].s.Gate) {
+			t.Error("a newcomer did not get a silent peer's place")
+		}
+	})
+}
+
+func TestRandomIDFloodNeverCounts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := New(Config{})
+		rnd := rand.New(rand.NewPCG(1, 2))
+		for range 100 { // 10 s of 10,000 signals a second
+			for range 1000 {
+				g.Observe(Signal{Gate: rnd.Uint64() | 1, Seq: 1 + rnd.Uint64N(1<<40), Epoch: maxSignalEpoch - 1, Demand: maxSignalDemand,
+					Recent: maxSignalRecent, Accepted: 1 << 40, Rejected: 1 << 40, RetryAfter: time.Hour, Spacing: time.Hour, Closed: true})
+			}
+			time.Sleep(interval)
+		}
+		s := g.Snapshot()
+		if s.Peers != 0 || s.SignalsApplied != 0 || s.Epoch != 0 || s.Window != DefaultInitialWindow {
+			t.Errorf("after a random-id flood: %+v; want no peers, nothing applied, the gate as new", s)
+		}
+		t0 := time.Now()
+		succeed(t, g, 3)
+		if at := time.Since(t0); at != 0 {
+			t.Errorf("starts after the flood waited %v, want 0", at)
+		}
+	})
+}
+
+func TestPeerExpiry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := New(Config{})
+		p := newFakePeer(7)
+		trust(t, g, p)
+		g.Observe(p.next(func(s *Signal) { s.Demand = 3 }))
+		reject(t, g, 1) // spacing 1s; own share 1/(1+3)
+		if s := g.Snapshot(); s.Peers != 1 || s.OwnSpacing != 4*s.Spacing {
+			t.Fatalf("peers %d, own spacing %v, spacing %v; want 1, 4x", s.Peers, s.OwnSpacing, s.Spacing)
+		}
+		time.Sleep(peerLive * interval)
+		if s := g.Snapshot(); s.Peers != 0 || s.OwnSpacing != s.Spacing {
+			t.Errorf("after %v of silence: peers %d, own spacing %v, spacing %v; want 0, the same", peerLive*interval, s.Peers, s.OwnSpacing, s.Spacing)
+		}
+	})
+}
+
+func TestEpochs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := New(Config{})
+		p := newFakePeer(7)
+		trust(t, g, p)
+		succeed(t, g, 6) // window 2 -> 5 (slow start, one at a time grows while half full)
+		w := g.Snapshot().Window
+		// A peer widened: apply its reaction once.
+		g.Observe(p.next(func(s *Signal) { s.Epoch = 5; s.Recent = 4 }))
+		s := g.Snapshot()
+		// 6 accepted here + 4 at the peer in the last second: 100ms.
+		if s.Epoch != 5 || s.Window != w/2 || s.Spacing != 100*time.Millisecond {
+			t.Errorf("after a peer's epoch 5: %+v; want epoch 5, window %d, spacing 100ms", s, w/2)
+		}
+		g.Observe(p.next(nil)) // the same epoch again: nothing
+		time.Sleep(2 * interval)
+		g.Observe(p.next(nil))
+		if s2 := g.Snapshot(); s2.Window != s.Window || s2.Spacing != s.Spacing {
+			t.Errorf("the same epoch again changed window %d -> %d, spacing %v -> %v", s.Window, s2.Window, s.Spacing, s2.Spacing)
+		}
+		// An attempt that started before the adopted reaction is refused: not news.
+		g2 := New(Config{})
+		q := newFakePeer(8)
+		trust(t, g2, q)
+		old, err := g2.Wait(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		g2.Observe(q.next(func(s *Signal) { s.Epoch = 1 }))
+		before := g2.Snapshot()
+		old.Forbidden(0)
+		if after := g2.Snapshot(); after.Epoch != 1 || after.Spacing != before.Spacing || after.Window != before.Window {
+			t.Errorf("a stale refusal after adopting epoch 1: %+v, before %+v; want no widening", after, before)
+		}
+		// A fresh one widens and bumps the epoch, and Pending says so.
+		select {
+		case <-g2.Pending():
+		default:
+		}
+		p2, _ := g2.Wait(t.Context())
+		p2.Forbidden(0)
+		if after := g2.Snapshot(); after.Epoch != 2 || after.Spacing <= before.Spacing {
+			t.Errorf("a fresh refusal: %+v; want epoch 2, a wider spacing than %v", after, before.Spacing)
+		}
+		select {
+		case <-g2.Pending():
+		default:
+			t.Error("Pending did not fire on a refusal")
+		}
+		if sig, ok := g2.NextSignal(); !ok || sig.Epoch != 2 || sig.Rejected != 2 {
+			t.Errorf("NextSignal = %+v, %v; want epoch 2, 2 rejected", sig, ok)
+		}
+	})
+}
+
+func TestEpochAdoptionRateLimited(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := New(Config{})
+		p := newFakePeer(7)
+		trust(t, g, p)
+		for e := uint64(1); e <= 20; e++ { // a peer bumping its epoch 10 times an interval
+			g.Observe(p.next(func(s *Signal) { s.Epoch = e }))
+			time.Sleep(interval / 10)
+		}
+		if s := g.Snapshot(); s.Epoch != 20 || s.Spacing > 2*time.Second {
+			t.Errorf("after 20 epochs in 2 intervals: epoch %d, spacing %v; want 20, at most 2 reactions (1s, 1.25s)", s.Epoch, s.Spacing)
+		}
+	})
+}
+
+func TestPeerRetryAfterBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := New(Config{})
+		p := newFakePeer(7)
+		trust(t, g, p)
+		t0 := time.Now()
+		g.Observe(p.next(func(s *Signal) { s.RetryAfter = 3 * time.Second }))
+		if pm, at := take(t, g, t0); at != 3*time.Second {
+			t.Errorf("start after a peer's Retry-After of 3s at %v, want 3s", at)
+		} else {
+			pm.Succeeded()
+		}
+		// A peer that asks for an hour, again and again: held for at most Max in any 2 Max.
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for ctx.Err() == nil {
+				g.Observe(p.next(func(s *Signal) { s.RetryAfter = time.Hour }))
+				time.Sleep(interval / 2)
+			}
+		}()
+		synctest.Wait() // its first signal is in
+		// One start a second is wanted, 120 times.
+		var waited, longest time.Duration
+		t1 := time.Now()
+		for range 120 {
+			t2 := time.Now()
+			pm, _ := take(t, g, t2)
+			pm.Succeeded()
+			w := time.Since(t2)
+			waited, longest = waited+w, max(longest, w)
+			time.Sleep(time.Second)
+		}
+		cancel()
+		<-done
+		total := time.Since(t1)
+		t.Logf("under an endless peer Retry-After: waited %v of %v, %v at most", waited, total, longest)
+		if longest > DefaultMax || waited > total/2+DefaultMax {
+			t.Errorf("waited %v of %v, %v at most; want at most Max at a time and half the time", waited, total, longest)
+		}
+	})
+}
+
+func TestPeersReopenButCannotCloseAlone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := New(Config{})
+		p := newFakePeer(7)
+		trust(t, g, p)
+		for range 30 { // a peer refused for 3 s
+			g.Observe(p.next(func(s *Signal) { s.Rejected++ }))
+			time.Sleep(interval)
+		}
+		if g.Snapshot().Closed {
+			t.Fatal("peers' refusals alone closed the gate")
+		}
+		reject(t, g, 1) // one of our own: now closed
+		if !g.Snapshot().Closed {
+			t.Fatal("not closed after the fleet's refusals and one of our own")
+		}
+		if _, err := g.Wait(t.Context()); err != nil {
+			t.Fatalf("the prober: %v", err) // it probes in a while...
+		}
+		g.Observe(p.next(func(s *Signal) { s.Accepted++ })) // ...but a peer got one through
+		if g.Snapshot().Closed {
+			t.Error("a peer's acceptance did not reopen the gate")
+		}
+	})
+}
+
+func TestShareAndEstimate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := New(Config{})
+		p := newFakePeer(7)
+		trust(t, g, p)
+		if here, best := g.Estimate(); here != 0 || best != 0 {
+			t.Errorf("idle: Estimate = %v, %v; want 0, 0", here, best)
+		}
+		reject(t, g, 1) // spacing 1s, the next start at 1s
+		g.Observe(p.next(func(s *Signal) { s.Demand, s.Wait = 1, 200*time.Millisecond }))
+		// Our demand counts as 1 (the caller about to come): share 1/2, own spacing 2s.
+		if s := g.Snapshot(); s.OwnSpacing != 2*time.Second {
+			t.Errorf("own spacing %v with one peer of demand 1, want 2s", s.OwnSpacing)
+		}
+		time.Sleep(100 * time.Millisecond)
+		if here, best := g.Estimate(); here != 1900*time.Millisecond || best != 100*time.Millisecond {
+			t.Errorf("Estimate = %v, %v; want 1.9s (own spacing 2s from the last start), 100ms (the peer's 200ms, 100ms ago)", here, best)
+		}
+	})
+}
+
+func TestHostilePeerCannotStopStarts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := New(Config{})
+		p := newFakePeer(7)
+		trust(t, g, p)
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() { // a trusted peer at its rate cap, every field extreme
+			defer close(done)
+			for e := uint64(1); ctx.Err() == nil; e++ {
+				g.Observe(p.next(func(s *Signal) {
+					s.Epoch, s.Demand, s.Recent, s.RetryAfter, s.Spacing = e, maxSignalDemand, 0, time.Hour, time.Hour
+					s.Accepted, s.Rejected = s.Accepted+1, s.Rejected+1
+				}))
+				time.Sleep(interval / peerBurst)
+			}
+		}()
+		t0 := time.Now()
+		n := 0
+		for time.Since(t0) < 2*time.Minute {
+			wctx, wcancel := context.WithTimeout(t.Context(), 3*DefaultMax)
+			pm, err := g.Wait(wctx)
+			wcancel()
+			if err != nil {
+				t.Fatalf("Wait after %d starts, at %v: %v; want a start within 3 Max", n, time.Since(t0), err)
+			}
+			pm.Succeeded()
+			n++
+		}
+		cancel()
+		<-done
+		t.Logf("%d starts in 2 minutes under a hostile peer", n)
+		if n < 8 {
+			t.Errorf("%d starts in 2 minutes, want at least one per 2 Max", n)
+		}
+	})
+}
+
+func TestSharingOtherModes(t *testing.T) {
+	for _, cfg := range []Config{Reference(), {Mode: Fixed}, {Mode: Off}} {
+		g := New(cfg)
+		g.Observe(validSignal())
+		if _, ok := g.NextSignal(); ok || g.Pending() != nil {
+			t.Errorf("%s: NextSignal ok or Pending not nil; want no sharing", cfg.Mode)
+		}
+	}
+	var g Gate // the zero Gate shares
+	if g.Pending() == nil {
+		t.Error("zero Gate: Pending is nil")
+	}
+	if s, ok := g.NextSignal(); !ok || s.Gate == 0 || s.Seq != 1 {
+		t.Errorf("zero Gate: NextSignal = %+v, %v; want a signal with an id and seq 1", s, ok)
+	}
+}
+
+func TestNextSignalBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := New(Config{})
+		n := 0
+		for range 2 * peerBurst {
+			if _, ok := g.NextSignal(); ok {
+				n++
+			}
+		}
+		if n != maxSent {
+			t.Errorf("%d signals in one interval, want %d (what peers apply, less one)", n, maxSent)
+		}
+		time.Sleep(interval)
+		if _, ok := g.NextSignal(); !ok {
+			t.Error("no signal in the next interval")
+		}
+	})
+}
