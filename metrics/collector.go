@@ -12,6 +12,7 @@ type snapshots struct {
 	requests, received, forwarded, busy, noReply  *prometheus.Desc
 	inflight, maxInflight, draining               *prometheus.Desc
 	gateSpacing, gateWaited, gateStarts, gateRejs *prometheus.Desc
+	gatePeers, gateFleet, gateClosed, gateSignals *prometheus.Desc
 	dials, upgrades, retries                      *prometheus.Desc
 	socketsOpen, socketsIdle, reused, discarded   *prometheus.Desc
 	natsReconnects, natsConnected                 *prometheus.Desc
@@ -41,6 +42,10 @@ func newSnapshots(m *Metrics, worker, version string) *snapshots {
 		gateWaited:  d("gate_waited_seconds_total", "Total time callers spent waiting in the connect gate, including cancelled waits."),
 		gateStarts:  d("gate_starts_total", "Permits the connect gate granted (every upgrade attempt)."),
 		gateRejs:    d("gate_rejections_total", "Origin rejections (403 on the upgrade) reported to the gate."),
+		gatePeers:   d("gate_peers", "Gates of other workers sharing this gate's upgrade limit (CODEXPOOL_GATE_SCOPE) heard recently."),
+		gateFleet:   d("gate_fleet_accepted_per_second", "Upgrades accepted per second in the last second, here and at the peers."),
+		gateClosed:  d("gate_closed", "1 while the gate sees a closed origin (upgrades refused, none accepted)."),
+		gateSignals: d("gate_signals_total", "Gate-state messages from peers by fate: applied, or dropped as invalid, stale, flooded or from an unknown peer.", "result"),
 
 		dials:    d("upstream_dials_total", "WebSocket upgrade attempts to the origin."),
 		upgrades: d("upstream_upgrades_total", "Finished upgrade attempts by result: ok, forbidden (403).", "result"),
@@ -63,6 +68,7 @@ func (s *snapshots) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		s.info, s.ready, s.requests, s.received, s.forwarded, s.busy, s.noReply, s.inflight,
 		s.maxInflight, s.draining, s.gateSpacing, s.gateWaited, s.gateStarts, s.gateRejs, s.dials,
+		s.gatePeers, s.gateFleet, s.gateClosed, s.gateSignals,
 		s.upgrades, s.retries, s.socketsOpen, s.socketsIdle, s.reused, s.discarded,
 		s.natsReconnects, s.natsConnected, s.jobs, s.jobsRunning,
 	} {
@@ -116,6 +122,13 @@ func (s *snapshots) Collect(ch chan<- prometheus.Metric) {
 		counter(s.gateWaited, g.Waited.Seconds())
 		counter(s.gateStarts, float64(g.Starts))
 		counter(s.gateRejs, float64(g.Rejections))
+		gauge(s.gatePeers, float64(g.Peers))
+		gauge(s.gateFleet, g.FleetAccepted)
+		gauge(s.gateClosed, b(g.Closed))
+		for result, n := range map[string]int64{"applied": g.SignalsApplied, "invalid": g.SignalsInvalid,
+			"stale": g.SignalsStale, "flooded": g.SignalsFlooded, "unknown": g.SignalsUnknown} {
+			counter(s.gateSignals, float64(n), result)
+		}
 	}
 	if src.Upstream != nil {
 		u := src.Upstream()

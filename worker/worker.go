@@ -8,6 +8,8 @@ package worker
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -27,6 +29,8 @@ type Worker struct {
 	gate  *gate.Gate
 	codex *codex.Client
 	obs   Observer
+
+	identity string // see Identity
 
 	// lastSpacing is the gate spacing (ns) the last debug gate line reported, to log changes.
 	lastSpacing atomic.Int64
@@ -100,8 +104,24 @@ func New(cfg Config, opts Options) (*Worker, error) {
 	}
 	log.Info("worker ready", "worker", cfg.ID, "origin", cfg.URL, "credentials", creds.Source,
 		"gate", g.Snapshot().Mode, "floor", cfg.Gate.Floor, "reuse", !cfg.NoReuse, "model", cfg.Model)
-	return &Worker{cfg: cfg, id: cfg.ID, log: log, gate: g, codex: cc, obs: opts.Observer}, nil
+	return &Worker{cfg: cfg, id: cfg.ID, log: log, gate: g, codex: cc, obs: opts.Observer,
+		identity: AccountIdentity(creds.AccountID, creds.Token)}, nil
 }
+
+// AccountIdentity names an account without revealing its credentials: a hash of the ChatGPT
+// account id when there is one (it survives token refreshes), else of the token.
+func AccountIdentity(accountID, token string) string {
+	v := "account\x00" + accountID
+	if accountID == "" {
+		v = "token\x00" + token
+	}
+	sum := sha256.Sum256([]byte("codexpool identity\x00" + v))
+	return hex.EncodeToString(sum[:12])
+}
+
+// Identity returns a stable, non-secret name of the worker's account (a hash): gates of workers
+// with the same identity share one upgrade limit.
+func (w *Worker) Identity() string { return w.identity }
 
 // ID returns the worker's id.
 func (w *Worker) ID() string { return w.id }
@@ -214,6 +234,9 @@ func (w *Worker) StatsData() map[string]any {
 			"rejections": s.Rejections, "starts": s.Starts, "waited_ms": s.Waited.Milliseconds(),
 			"successes": s.Successes, "failures": s.Failures,
 			"window": s.Window, "in_flight": s.InFlight, "queued": s.Queued,
+			"closed": s.Closed, "epoch": s.Epoch, "peers": s.Peers, "fleet_accepted_per_s": s.FleetAccepted,
+			"signals": map[string]int64{"applied": s.SignalsApplied, "invalid": s.SignalsInvalid,
+				"stale": s.SignalsStale, "flooded": s.SignalsFlooded, "unknown": s.SignalsUnknown},
 		},
 		"upstream": w.codex.Stats(),
 	}

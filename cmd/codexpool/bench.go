@@ -72,6 +72,8 @@ func benchFlags(fs *flags) (*benchOptions, func() error) {
 	fs.Float64Var(&cfg.Rate, "rate", 10, "arrivals per second with --duration")
 	sched := fs.String("limit-schedule", "", "change the origin's upgrade limit during the load, e.g. \"20s:50/50,40s:5/5\" (offset:rate/burst)")
 	fs.BoolVar(&o.timeline, "timeline", false, "print upgrades accepted/rejected per second")
+	scopes := fs.String("scopes", "", "run every scenario once per gate scope, side by side: a comma list of process and a shared scope (e.g. process,host)")
+	fs.IntVar(&cfg.GateFlood, "gate-flood", 0, "publish this many bogus gate-state messages per second to each shared scenario's gate subject during its load")
 	fs.BoolVar(&cfg.Jobs, "jobs", false, "also run every scenario as a batch of durable jobs (JetStream), side by side with codex.generate")
 	cfg.Sim = codextest.Options{Latency: time.Second}
 	cfg.Sim.BindFlags(fs.FlagSet)
@@ -89,6 +91,18 @@ func benchFlags(fs *flags) (*benchOptions, func() error) {
 		cfg.Workers = cfg.WorkerCounts[0]
 		if cfg.Concurrency, err = bench.ParseCounts(*conc); err != nil {
 			return fmt.Errorf("--concurrency: %v", err)
+		}
+		cfg.Scopes = nil
+		if *scopes != "" {
+			for _, sc := range strings.Split(*scopes, ",") {
+				if sc = strings.TrimSpace(sc); sc == "" {
+					return fmt.Errorf("--scopes: empty scope in %q", *scopes)
+				}
+				cfg.Scopes = append(cfg.Scopes, sc)
+			}
+		}
+		if cfg.GateFlood < 0 {
+			return fmt.Errorf("--gate-flood must be >= 0")
 		}
 		cfg.Modes = nil
 		for _, m := range strings.Split(*modes, ",") {

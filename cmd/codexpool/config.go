@@ -143,10 +143,12 @@ type workerConfig struct {
 	CodexAuthFile  string `envconfig:"CODEX_AUTH_FILE" default:"~/.codex/auth.json" desc:"Codex CLI login, read when no token is set"`
 	Model          string `envconfig:"MODEL" default:"gpt-5.1-codex" desc:"model used when a request names none"`
 
-	WSConnectSpacingMS  int    `envconfig:"WS_CONNECT_SPACING_MS" default:"0" desc:"the gate's floor in ms: spacing is never relaxed below it"`
-	Gate                string `envconfig:"GATE" default:"adaptive" desc:"connect gate: adaptive (congestion control), reference (the reference proxy's rules), fixed (spacing = floor), off (no pacing)"`
-	ForbiddenCooldownMS int    `envconfig:"FORBIDDEN_COOLDOWN_MS" default:"3000" desc:"reference, fixed and off gates: wait in ms before the one retry after a 403 (adaptive paces 403 retries through the gate until the request's deadline)"`
-	WSReuse             bool   `envconfig:"WS_REUSE" default:"true" desc:"keep completed sockets for the next request"`
+	WSConnectSpacingMS  int           `envconfig:"WS_CONNECT_SPACING_MS" default:"0" desc:"the gate's floor in ms: spacing is never relaxed below it"`
+	Gate                string        `envconfig:"GATE" default:"adaptive" desc:"connect gate: adaptive (congestion control), reference (the reference proxy's rules), fixed (spacing = floor), off (no pacing)"`
+	GateScope           string        `envconfig:"GATE_SCOPE" default:"host" desc:"adaptive gates that share state over NATS: host (workers on this machine with the same account), account (every worker with the same account), process (none), or any string (workers with the same string and account)"`
+	ForbiddenBudget     time.Duration `envconfig:"FORBIDDEN_BUDGET" default:"10s" desc:"adaptive gate: longest a request keeps retrying refused (403) upgrades, from the first refusal"`
+	ForbiddenCooldownMS int           `envconfig:"FORBIDDEN_COOLDOWN_MS" default:"3000" desc:"reference, fixed and off gates: wait in ms before the one retry after a 403 (adaptive paces 403 retries through the gate until the request's deadline)"`
+	WSReuse             bool          `envconfig:"WS_REUSE" default:"true" desc:"keep completed sockets for the next request"`
 
 	MaxInflight     int           `envconfig:"MAX_INFLIGHT" default:"256" desc:"generations this worker runs at once; excess goes to other workers or gets worker_busy"`
 	MaxRequestBytes int           `envconfig:"MAX_REQUEST_BYTES" default:"0" desc:"largest request payload; 0 = the NATS server's max payload"`
@@ -179,7 +181,7 @@ func defaultWorkerConfig() workerConfig {
 		EmbeddedNATSAddr: "127.0.0.1:4222", QueueGroup: "codexpool",
 		CodexURL: "https://chatgpt.com/backend-api/codex/responses", CodexAuthFile: "~/.codex/auth.json",
 		Model: "gpt-5.1-codex", Gate: "adaptive", ForbiddenCooldownMS: 3000, WSReuse: true,
-		MaxInflight: 256, RequestTimeout: 10 * time.Minute, ConnectTimeout: 15 * time.Second,
+		GateScope: "host", ForbiddenBudget: 10 * time.Second, MaxInflight: 256, RequestTimeout: 10 * time.Minute, ConnectTimeout: 15 * time.Second,
 		IdleTimeout: 5 * time.Minute, ShutdownGrace: 30 * time.Second, LogLevel: "info", LogFormat: "auto",
 	}
 }
@@ -198,6 +200,10 @@ func (c workerConfig) validate() error {
 	switch {
 	case c.Jobs != "auto" && c.Jobs != "on" && c.Jobs != "off":
 		return bad("JOBS", "must be auto, on or off, got %q", c.Jobs)
+	case c.GateScope == "" || strings.ContainsAny(c.GateScope, "\x00\r\n"):
+		return bad("GATE_SCOPE", "must be host, account, process or a name, got %q", c.GateScope)
+	case c.ForbiddenBudget <= 0:
+		return bad("FORBIDDEN_BUDGET", "must be positive, got %s", c.ForbiddenBudget)
 	case c.JobsReplicas < 1 || c.JobsReplicas > 5:
 		return bad("JOBS_REPLICAS", "must be 1 to 5, got %d", c.JobsReplicas)
 	case c.JobsDedup <= 0:
@@ -273,14 +279,15 @@ func (c workerConfig) authFilePath() string {
 func (c workerConfig) worker() worker.Config {
 	mode, _ := gate.ParseMode(c.Gate) // validated
 	return worker.Config{
-		ID:             c.id(),
-		Model:          c.Model,
-		URL:            c.CodexURL,
-		Token:          c.CodexToken,
-		AccountID:      c.CodexAccountID,
-		AuthFile:       c.authFilePath(),
-		Gate:           gate.Config{Mode: mode, Floor: time.Duration(c.WSConnectSpacingMS) * time.Millisecond},
-		Policy:         gate.Policy{ForbiddenCooldown: time.Duration(c.ForbiddenCooldownMS) * time.Millisecond, ConnectTimeout: c.ConnectTimeout},
+		ID:        c.id(),
+		Model:     c.Model,
+		URL:       c.CodexURL,
+		Token:     c.CodexToken,
+		AccountID: c.CodexAccountID,
+		AuthFile:  c.authFilePath(),
+		Gate:      gate.Config{Mode: mode, Floor: time.Duration(c.WSConnectSpacingMS) * time.Millisecond},
+		Policy: gate.Policy{ForbiddenCooldown: time.Duration(c.ForbiddenCooldownMS) * time.Millisecond,
+			ConnectTimeout: c.ConnectTimeout, ForbiddenBudget: c.ForbiddenBudget},
 		NoReuse:        !c.WSReuse,
 		MaxIdleSockets: c.MaxInflight,
 		IdleTimeout:    c.IdleTimeout,

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
+	"github.com/codexpool/codexpool/gate"
 	"github.com/codexpool/codexpool/metrics"
 	"github.com/codexpool/codexpool/queue"
 	"github.com/codexpool/codexpool/worker"
@@ -120,6 +121,14 @@ func runWorker(ctx context.Context, e env, args []string) error {
 	svc, err := queue.NewService(nc, qcfg, w)
 	if err != nil {
 		return err
+	}
+	if subject, ok := queue.GateScopeSubject(cfg.GateScope, w.Identity()); ok && w.Gate().Snapshot().Mode == gate.Adaptive {
+		link, err := queue.LinkGate(nc, subject, w.Gate(), 0, log)
+		if err != nil {
+			return fmt.Errorf("worker: gate state: %w", err)
+		}
+		defer link.Close()
+		log.Info("gate shares state", "scope", cfg.GateScope, "subject", link.Stats().Subject)
 	}
 	serving.Store(true)
 	if met != nil {

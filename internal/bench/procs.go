@@ -25,10 +25,7 @@ func workerEnv(cfg Config, natsURL, subject, originURL, mode string, i int) []st
 	if mode == "fixed" {
 		floor = int(cfg.FixedSpacing / time.Millisecond)
 	}
-	token := cfg.Sim.Token
-	if token == "" {
-		token = "sim-token"
-	}
+	token := simToken(cfg)
 	return append(env,
 		"CODEXPOOL_NATS_URL="+natsURL,
 		"CODEXPOOL_SUBJECT="+subject,
@@ -235,4 +232,12 @@ func RSS(pid int) int64 {
 		}
 	}
 	return 0
+}
+
+// simToken is the token the workers present to the simulator.
+func simToken(cfg Config) string {
+	if cfg.Sim.Token != "" {
+		return cfg.Sim.Token
+	}
+	return "sim-token"
 }

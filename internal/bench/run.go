@@ -17,6 +17,7 @@ import (
 	"github.com/codexpool/codexpool/queue"
 	"github.com/codexpool/codexpool/queue/client"
 	"github.com/codexpool/codexpool/schemas"
+	"github.com/codexpool/codexpool/worker"
 	"github.com/codexpool/codexpool/worker/codextest"
 )
 
@@ -47,8 +48,18 @@ type Config struct {
 	// Jobs runs every scenario a second time as a batch of durable jobs (JetStream) beside the
 	// codex.generate one: the same requests, the same workers, side by side.
 	Jobs bool
+
+	scope string // this scenario's gate scope ("" = the default)
 	// WorkerEnv is added to every worker's environment (CODEXPOOL_* settings), after the bench's.
 	WorkerEnv []string
+	// Scopes runs every scenario once per CODEXPOOL_GATE_SCOPE ("process" or a shared scope; a
+	// shared one is made unique per scenario, so gates of different rows never talk), labelled
+	// mode/scope. Empty: the workers' default scope, unlabelled.
+	Scopes []string
+	// GateFlood publishes this many bogus gate-state messages per second (garbage, truncated and
+	// valid-looking ones from random ids with extreme values) to each shared scenario's gate
+	// subject while its load runs.
+	GateFlood int
 }
 
 // Result is one row of the result table (and one object of --json).
@@ -74,7 +85,8 @@ type Result struct {
 	Errors        map[string]int `json:"errors,omitempty"`
 	Rate          float64        `json:"rate,omitempty"` // open-loop arrivals per second (--duration runs)
 	Timeline      []Tick         `json:"timeline,omitempty"`
-	Jobs          *JobsResult    `json:"jobs,omitempty"` // a durable-jobs scenario's own figures
+	Jobs          *JobsResult    `json:"jobs,omitempty"`            // a durable-jobs scenario's own figures
+	FloodSent     int64          `json:"gate_flood_sent,omitempty"` // bogus gate messages published during the load
 }
 
 // Run runs every scenario of cfg and returns one Result per scenario (and per concurrency for
@@ -116,19 +128,32 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 	if len(workers) == 0 {
 		workers = []int{cfg.Workers}
 	}
+	scopes := cfg.Scopes
+	if len(scopes) == 0 {
+		scopes = []string{""}
+	}
 	for _, mode := range cfg.Modes {
 		for _, n := range workers {
 			for _, c := range cfg.Concurrency {
-				if err := ctx.Err(); err != nil {
-					return results, err
+				for _, scope := range scopes {
+					if err := ctx.Err(); err != nil {
+						return results, err
+					}
+					sc := cfg
+					sc.Workers = n
+					sc.scope = scope
+					r, err := runScenario(ctx, sc, srv, nc, url, mode, c)
+					if err != nil {
+						return results, err
+					}
+					results = append(results, r)
+				}
+				if len(scopes) > 1 || scopes[0] != "" {
+					continue
 				}
 				sc := cfg
 				sc.Workers = n
-				r, err := runScenario(ctx, sc, srv, nc, url, mode, c)
-				if err != nil {
-					return results, err
-				}
-				results = append(results, r)
+				r := results[len(results)-1]
 				if cfg.Jobs && cfg.Duration == 0 {
 					j, err := runJobsScenario(ctx, sc, srv, nc, url, mode, c)
 					if err != nil {
@@ -156,6 +181,16 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 
 func runScenario(ctx context.Context, cfg Config, srv *codextest.Server, nc *nats.Conn, natsURL, mode string, conc int) (Result, error) {
 	res := Result{Mode: mode, Workers: cfg.Workers, Concurrency: conc}
+	var floodSubject string
+	if cfg.scope != "" {
+		res.Mode = mode + "/" + cfg.scope
+		scope := cfg.scope
+		if scope != "process" {
+			scope += "-" + strings.ToLower(nuid.Next()) // this row's gates only
+			floodSubject, _ = queue.GateScopeSubject(scope, worker.AccountIdentity("", simToken(cfg)))
+		}
+		cfg.WorkerEnv = append(append([]string(nil), cfg.WorkerEnv...), "CODEXPOOL_GATE_SCOPE="+scope)
+	}
 	total := cfg.Requests
 	if total <= 0 {
 		total = max(cfg.Rounds, 1) * conc
@@ -187,6 +222,10 @@ func runScenario(ctx context.Context, cfg Config, srv *codextest.Server, nc *nat
 		return benchOne(ctx, cl, prompt, words, cfg.Stream, cfg.Timeout)
 	}
 	tl := startTimeline(srv, cfg.Schedule)
+	var fl *flood
+	if cfg.GateFlood > 0 && floodSubject != "" {
+		fl = startFlood(nc, floodSubject, cfg.GateFlood)
+	}
 	var ld *load
 	if cfg.Duration > 0 {
 		ld = driveOpen(ctx, cfg.Rate, total, prog, one)
@@ -194,6 +233,9 @@ func runScenario(ctx context.Context, cfg Config, srv *codextest.Server, nc *nat
 		ld = drive(ctx, total, conc, prog, one)
 	}
 	res.Timeline = tl.stop()
+	if fl != nil {
+		res.FloodSent = fl.stop()
+	}
 	ld.fill(&res)
 	peak, base := rss.stop()
 	if cfg.Duration > 0 {

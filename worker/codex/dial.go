@@ -60,6 +60,12 @@ func (c *Client) connect(ctx context.Context, res *Result) (*conn, error) {
 		if errors.As(err, &fb) && !errors.Is(ctx.Err(), context.Canceled) {
 			return nil, err
 		}
+		if errors.Is(err, gate.ErrClosed) {
+			// A closed origin (every upgrade refused, none accepted) answered before this
+			// request made an attempt of its own.
+			return nil, &forbiddenError{err: schemas.Errorf(schemas.CodeOriginForbidden,
+				"codex: the origin refuses every upgrade (HTTP 403) and accepted none; it is probed until it opens again")}
+		}
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return nil, ctxErr
 		}
