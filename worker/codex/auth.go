@@ -273,15 +273,17 @@ func (a *Auth) Unauthorized(ctx context.Context, refused Credentials) (Credentia
 			c, err := a.credsLocked()
 			a.mu.Unlock()
 			return c, err
-		case a.tok.RefreshToken == "" || a.doneFor == cur:
+		case a.tok.RefreshToken == "":
 			a.mu.Unlock()
 			return Credentials{}, a.refusedError("")
-		case a.kickedFor != cur:
-			if wait := unauthorizedEvery - time.Since(a.kickedAt); wait > 0 {
-				a.mu.Unlock()
-				return Credentials{}, a.refusedError(fmt.Sprintf("; no new refresh for %s", wait.Round(time.Second)))
-			}
-			a.kickedFor, a.kickedAt = cur, time.Now()
+		case a.kickedFor == cur && a.doneFor != cur:
+			// A refresh for this token is pending or in flight: wait for it.
+		case time.Since(a.kickedAt) < unauthorizedEvery:
+			suffix := fmt.Sprintf("; no new refresh for %s", (unauthorizedEvery - time.Since(a.kickedAt)).Round(time.Second))
+			a.mu.Unlock()
+			return Credentials{}, a.refusedError(suffix)
+		default:
+			a.kickedFor, a.kickedAt, a.doneFor = cur, time.Now(), ""
 			select {
 			case a.kick <- struct{}{}:
 			default:
@@ -517,6 +519,7 @@ func (a *Auth) refresh(unauthorized bool) {
 		if nt.AccountID == "" {
 			nt.AccountID = accountFromIDToken(nt.IDToken)
 		}
+		a.writeFile(nt) // before the tokens are used: then whoever learns of them finds them there
 		a.mu.Lock()
 		a.st.Refreshes++
 		a.adoptLocked(nt, "refresh")
@@ -526,7 +529,6 @@ func (a *Auth) refresh(unauthorized bool) {
 		}
 		a.log.Info("codex: tokens refreshed", "unauthorized", unauthorized, "took", time.Since(start).Round(time.Millisecond),
 			"expires_at", nt.expiry())
-		a.writeFile()
 		if a.key != "" {
 			a.publish(nt, rev, "", true)
 		}
@@ -600,14 +602,11 @@ func (a *Auth) attemptEnded(before string, tried bool) {
 	a.broadcastLocked()
 }
 
-// writeFile writes the tokens in use to the auth file, unless it already holds them or newer
-// ones. A read-only file (a mounted secret) is fine: the tokens live on in memory and the pool.
-func (a *Auth) writeFile() {
+// writeFile writes t to the auth file, unless it already holds them or newer ones. A read-only
+// file (a mounted secret) is fine: the tokens live on in memory and in the pool.
+func (a *Auth) writeFile(t tokens) {
 	a.fileMu.Lock()
 	defer a.fileMu.Unlock()
-	a.mu.Lock()
-	t := a.tok
-	a.mu.Unlock()
 	if ft, _, err := readAuthFile(a.cfg.File); err == nil && !t.newerThan(ft) {
 		return
 	}
@@ -617,8 +616,8 @@ func (a *Auth) writeFile() {
 	}
 	if fi, err := statFile(a.cfg.File); err == nil {
 		a.mu.Lock()
-		if a.tok.same(t) {
-			a.stamp = stampOf(fi)
+		if !a.tok.newerThan(t) {
+			a.stamp = stampOf(fi) // our own write is no news for the poll
 		}
 		a.mu.Unlock()
 	}

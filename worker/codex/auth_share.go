@@ -63,18 +63,21 @@ func (a *Auth) learn(sl sharedLogin, from string) bool {
 		return false
 	}
 	a.mu.Lock()
+	newer := sl.Tokens.newerThan(a.tok)
+	a.mu.Unlock()
+	if newer {
+		a.writeFile(*sl.Tokens) // this machine's copy of the login, before it is used
+	}
+	a.mu.Lock()
 	switch {
 	case sl.Tokens.newerThan(a.tok):
 		a.st.FromPool++
 		a.adoptLocked(*sl.Tokens, from)
+		if sl.Refused != "" {
+			a.goDownLocked(sl.Refused, from)
+		}
 		a.mu.Unlock()
 		a.log.Info("codex: new tokens received from the pool", "expires_at", sl.Tokens.expiry(), "refused", sl.Refused)
-		a.writeFile()
-		if sl.Refused != "" {
-			a.mu.Lock()
-			a.goDownLocked(sl.Refused, from)
-			a.mu.Unlock()
-		}
 		return true
 	case sl.Refused != "" && sl.Tokens.RefreshToken == a.tok.RefreshToken:
 		a.goDownLocked(sl.Refused, from)
@@ -96,7 +99,13 @@ func (a *Auth) claim(cur tokens) (claimResult, uint64) {
 			return claimFailed, 0
 		}
 		sl, _ := a.decode(value)
-		if a.learn(sl, "pool") {
+		a.learn(sl, "pool")
+		// Compare with cur, not just with what learn saw: the watch may have adopted newer
+		// tokens meanwhile, and cur's refresh token may be spent already.
+		a.mu.Lock()
+		moved := !a.tok.same(cur) || a.down != nil
+		a.mu.Unlock()
+		if moved {
 			return claimNewer, 0
 		}
 		if c := sl.Claim; c != nil && c.By != a.id {
