@@ -26,6 +26,7 @@ type Worker struct {
 	log   *slog.Logger
 	gate  *gate.Gate
 	codex *codex.Client
+	auth  *codex.Auth // nil with a fixed token
 	obs   Observer
 
 	// lastSpacing is the gate spacing (ns) the last debug gate line reported, to log changes.
@@ -38,6 +39,10 @@ type Options struct {
 	Version string       // sent upstream as the client version
 	// Observer receives every generation's latency, time to first event and gate wait; nil = none.
 	Observer Observer
+	// Coordinator shares the login of an auth file with the rest of the pool (one refresher at
+	// a time, rotated tokens to everyone): queue.CredentialStore. Nil = shared with this
+	// machine's other processes only, through the file.
+	Coordinator codex.Coordinator
 }
 
 // Generation is what a worker observes about one generation, for metrics.
@@ -82,12 +87,26 @@ func New(cfg Config, opts Options) (*Worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("worker: %w", err)
 	}
+	var auth *codex.Auth
+	var src codex.TokenSource
+	if creds.Source != "env" { // a login file: kept fresh for as long as the worker runs
+		auth, err = codex.OpenAuth(codex.AuthConfig{
+			File: cfg.AuthFile, AccountID: cfg.AccountID, RefreshURL: cfg.RefreshURL, ClientID: cfg.ClientID,
+			Coordinator: opts.Coordinator, ShareKey: cfg.CredentialsKey, WorkerID: cfg.ID, Logger: log,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("worker: %w", err)
+		}
+		src = auth
+	}
 	g := gate.New(cfg.Gate)
 	cc, err := codex.New(codex.Config{
-		URL:         cfg.URL,
-		Token:       creds.Token,
-		AccountID:   creds.AccountID,
-		Gate:        g,
+		URL:          cfg.URL,
+		Credentials:  src,
+		Token:        creds.Token,
+		AccountID:    creds.AccountID,
+		WSRetryAfter: cfg.WSRetryAfter,
+		Gate:         g,
 		Policy:      cfg.Policy,
 		NoReuse:     cfg.NoReuse,
 		MaxIdle:     cfg.MaxIdleSockets,
@@ -96,11 +115,14 @@ func New(cfg Config, opts Options) (*Worker, error) {
 		Logger:      log,
 	})
 	if err != nil {
+		if auth != nil {
+			auth.Close()
+		}
 		return nil, fmt.Errorf("worker: %w", err)
 	}
 	log.Info("worker ready", "worker", cfg.ID, "origin", cfg.URL, "credentials", creds.Source,
 		"gate", g.Snapshot().Mode, "floor", cfg.Gate.Floor, "reuse", !cfg.NoReuse, "model", cfg.Model)
-	return &Worker{cfg: cfg, id: cfg.ID, log: log, gate: g, codex: cc, obs: opts.Observer}, nil
+	return &Worker{cfg: cfg, id: cfg.ID, log: log, gate: g, codex: cc, auth: auth, obs: opts.Observer}, nil
 }
 
 // ID returns the worker's id.
@@ -225,5 +247,12 @@ func (w *Worker) UpstreamStats() codex.Stats { return w.codex.Stats() }
 // Gate returns the worker's connect gate (for stats and tests).
 func (w *Worker) Gate() *gate.Gate { return w.gate }
 
-// Close closes idle upstream sockets. In-flight generations finish or fail on their own.
-func (w *Worker) Close() error { return w.codex.Close() }
+// Close closes idle upstream sockets and stops keeping the login fresh. In-flight generations
+// finish or fail on their own.
+func (w *Worker) Close() error {
+	err := w.codex.Close()
+	if w.auth != nil {
+		w.auth.Close()
+	}
+	return err
+}
