@@ -107,12 +107,12 @@ func New(cfg Config, opts Options) (*Worker, error) {
 		AccountID:    creds.AccountID,
 		WSRetryAfter: cfg.WSRetryAfter,
 		Gate:         g,
-		Policy:      cfg.Policy,
-		NoReuse:     cfg.NoReuse,
-		MaxIdle:     cfg.MaxIdleSockets,
-		IdleTimeout: cfg.IdleTimeout,
-		Version:     opts.Version,
-		Logger:      log,
+		Policy:       cfg.Policy,
+		NoReuse:      cfg.NoReuse,
+		MaxIdle:      cfg.MaxIdleSockets,
+		IdleTimeout:  cfg.IdleTimeout,
+		Version:      opts.Version,
+		Logger:       log,
 	})
 	if err != nil {
 		if auth != nil {
