@@ -28,12 +28,12 @@ func credSoak(t *testing.T) time.Duration {
 
 // loginCluster is a cluster with JetStream whose simulator serves the account alice with logins
 // living for life.
-func loginCluster(t *testing.T, life time.Duration) *cluster {
+func loginCluster(t *testing.T, life time.Duration, jetStream bool) *cluster {
 	t.Helper()
 	c, _ := newClusterWith(t, codextest.Options{
 		Accounts:      []codextest.Account{{Name: "alice", AccountID: "acct-alice-e2e-0123456789"}},
 		TokenLifetime: life, Latency: 20 * time.Millisecond, Words: 4,
-	}, func(o *server.Options) { o.JetStream, o.StoreDir = true, t.TempDir() })
+	}, func(o *server.Options) { o.JetStream, o.StoreDir = jetStream, t.TempDir() })
 	return c
 }
 
@@ -153,10 +153,21 @@ func fileSecrets(t *testing.T, paths ...string) []string {
 // TestE2ECredentialsSharedFile (target 1): three worker processes share one auth.json; tokens
 // expire every quarter of the run, every request opens a new socket. No request fails, the pool
 // refreshes at most once per expiry, and no refresh token is ever reused.
+//
+// Without JetStream the processes take turns through the lock file beside the auth file.
 func TestE2ECredentialsSharedFile(t *testing.T) {
+	for _, js := range []bool{true, false} {
+		t.Run(fmt.Sprintf("jetstream=%v", js), func(t *testing.T) { sharedFileSoak(t, js) })
+	}
+}
+
+func sharedFileSoak(t *testing.T, jetStream bool) {
 	dur := credSoak(t)
+	if !jetStream {
+		dur /= 2
+	}
 	life := dur / 4
-	c := loginCluster(t, life)
+	c := loginCluster(t, life, jetStream)
 	path := filepath.Join(t.TempDir(), "auth.json")
 	first := writeLoginFile(t, c.sim, path)
 	var procs []*proc
@@ -174,7 +185,7 @@ func TestE2ECredentialsSharedFile(t *testing.T) {
 func TestE2ECredentialsCopies(t *testing.T) {
 	dur := credSoak(t)
 	life := dur / 4
-	c := loginCluster(t, life)
+	c := loginCluster(t, life, true)
 	p1 := filepath.Join(t.TempDir(), "auth.json")
 	p2 := filepath.Join(t.TempDir(), "auth.json")
 	first := writeLoginFile(t, c.sim, p1, p2)

@@ -435,7 +435,7 @@ func (a *Auth) reload() {
 		a.st.Reloads++
 		a.adoptLocked(t, "file")
 		a.log.Info("codex: new tokens read from the auth file", "file", a.cfg.File, "expires_at", t.expiry())
-		if a.key != "" {
+		if a.key != "" && a.ctx.Err() == nil {
 			a.wg.Add(1)
 			go func() { // tell the pool, off the caller's goroutine
 				defer a.wg.Done()

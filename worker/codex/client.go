@@ -294,7 +294,7 @@ func (c *Client) run(ctx context.Context, cn *conn, frame []byte, onEvent func(E
 		}
 		// Events are passed on as received, except that an origin echoing our credentials (in an
 		// error event, response.failed, ...) must not hand them to the client.
-		f.data = cn.redact.cleanFrame(f.data)
+		typ, f.data = redactEvent(cn.redact, typ, f.data)
 		if pooled && res.Events == 0 && typ == typeError && connLimitEvent(f.data) {
 			cn.close(false)
 			return true, upstreamError("pooled socket reached its connection limit")
@@ -310,6 +310,18 @@ func (c *Client) run(ctx context.Context, cn *conn, frame []byte, onEvent func(E
 		}
 		return false, err
 	}
+}
+
+// redactEvent returns data with the credentials redacted and, when that changed it, its type
+// read again: an echoed secret can sit in the type too (FuzzSSE found one).
+func redactEvent(red redactor, typ string, data []byte) (string, []byte) {
+	clean := red.cleanFrame(data)
+	if len(clean) != len(data) || (len(clean) > 0 && &clean[0] != &data[0]) {
+		if t, err := eventType(clean); err == nil {
+			typ = t
+		}
+	}
+	return typ, clean
 }
 
 // idleError is the 504 of a generation that waited IdleTimeout for an event.

@@ -180,7 +180,8 @@ func (c *Client) readStream(ctx context.Context, body io.ReadCloser, red redacto
 			// TODO(accounts): codex.rate_limits go to the per-account OnLimits hook.
 			continue
 		}
-		done, err := c.deliver(typ, red.cleanFrame(data), red, res, onEvent)
+		typ, data = redactEvent(red, typ, data)
+		done, err := c.deliver(typ, data, red, res, onEvent)
 		if !done {
 			continue
 		}
