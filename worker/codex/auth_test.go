@@ -528,3 +528,26 @@ func TestLoginKeyHidesTheIdentity(t *testing.T) {
 		t.Error("an API key login got a key")
 	}
 }
+
+// TestPooledSocketOutlivesItsToken: a socket opened with a token that has since been rotated
+// keeps carrying generations until it ends; new sockets use the new token.
+func TestPooledSocketOutlivesItsToken(t *testing.T) {
+	srv := newLoginSim(t, 2*time.Second)
+	path, l := writeLogin(t, srv, t.TempDir(), "auth.json")
+	a := openAuth(t, srv, path, AuthConfig{})
+	c := newClient(t, srv, Config{Credentials: a})
+	if _, err := c.Generate(context.Background(), createFrame("first", nil), nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a refresh", func() bool { return a.Stats().Refreshes > 0 })
+	res, err := c.Generate(context.Background(), createFrame("second", nil), nil)
+	if err != nil || !res.Reused {
+		t.Fatalf("after the rotation: %v, reused %v; want the old socket to carry on", err, res != nil && res.Reused)
+	}
+	if got := srv.LastUpgradeHeader().Get("Authorization"); got != "Bearer "+l.AccessToken {
+		t.Error("test setup: the socket was not opened with the first token")
+	}
+	if mustCreds(t, a).Token == l.AccessToken {
+		t.Error("the token was not rotated")
+	}
+}
