@@ -17,6 +17,8 @@ type snapshots struct {
 	socketsOpen, socketsIdle, reused, discarded   *prometheus.Desc
 	natsReconnects, natsConnected                 *prometheus.Desc
 	jobs, jobsRunning                             *prometheus.Desc
+	transport, httpResponses, unauthorized        *prometheus.Desc
+	refreshes, outOfService                       *prometheus.Desc
 }
 
 func newSnapshots(m *Metrics, worker, version string) *snapshots {
@@ -56,6 +58,12 @@ func newSnapshots(m *Metrics, worker, version string) *snapshots {
 		reused:      d("upstream_sockets_reused_total", "Generations run on a pooled socket."),
 		discarded:   d("upstream_sockets_discarded_total", "Idle sockets closed because they were found dead or expired."),
 
+		transport:     d("upstream_transport", "1 for the transport new generations use: ws, or http after the origin refused WebSockets (426).", "transport"),
+		httpResponses: d("upstream_http_responses_total", "HTTP streaming responses the origin accepted."),
+		unauthorized:  d("upstream_unauthorized_total", "401s from the origin (upgrades and HTTP requests)."),
+		refreshes:     d("credentials_refreshes_total", "Refreshes of the login this worker made, by result: ok, failed.", "result"),
+		outOfService:  d("account_out_of_service", "1 while the login is refused for good (log in again)."),
+
 		natsReconnects: d("nats_reconnects_total", "Reconnections of the worker's NATS connection."),
 		natsConnected:  d("nats_connected", "1 while the NATS connection is up."),
 
@@ -71,6 +79,8 @@ func (s *snapshots) Describe(ch chan<- *prometheus.Desc) {
 		s.gatePeers, s.gateFleet, s.gateClosed, s.gateSignals,
 		s.upgrades, s.retries, s.socketsOpen, s.socketsIdle, s.reused, s.discarded,
 		s.natsReconnects, s.natsConnected, s.jobs, s.jobsRunning,
+		s.natsReconnects, s.natsConnected, s.transport, s.httpResponses, s.unauthorized,
+		s.refreshes, s.outOfService,
 	} {
 		ch <- d
 	}
@@ -140,6 +150,15 @@ func (s *snapshots) Collect(ch chan<- prometheus.Metric) {
 		gauge(s.socketsIdle, float64(u.Idle))
 		counter(s.reused, float64(u.Reused))
 		counter(s.discarded, float64(u.Discarded+u.Expired))
+		gauge(s.transport, b(u.Transport != "http"), "ws")
+		gauge(s.transport, b(u.Transport == "http"), "http")
+		counter(s.httpResponses, float64(u.HTTPResponses))
+		counter(s.unauthorized, float64(u.Unauthorized))
+		if c := u.Credentials; c != nil {
+			counter(s.refreshes, float64(c.Refreshes), "ok")
+			counter(s.refreshes, float64(c.RefreshFailures), "failed")
+			gauge(s.outOfService, b(c.OutOfService))
+		}
 	}
 	if src.NATS != nil {
 		counter(s.natsReconnects, float64(src.NATS.Stats().Reconnects))

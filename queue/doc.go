@@ -35,6 +35,13 @@
 // only to the publisher of a message, here the forwarding worker), so a draining worker checks each
 // hand-back and answers 503 unavailable itself when nobody took the request.
 //
+// # Shared credentials
+//
+// [NewCredentialStore] binds a JetStream key-value bucket (CODEXPOOL_CREDENTIALS) where workers
+// share the Codex logins they read from auth files: it implements the worker's
+// codex.Coordinator with compare-and-set writes and watches, and knows nothing of tokens (keys
+// are hashes, values may be sealed by the worker).
+//
 // # Stats
 //
 // micro runs one handler at a time per endpoint and its num_requests/num_errors count only what the

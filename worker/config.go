@@ -22,6 +22,16 @@ type Config struct {
 	AccountID string
 	AuthFile  string
 
+	// The lifecycle of an AuthFile login (codex.AuthConfig): the token endpoint and client id
+	// (defaults codex.DefaultRefreshURL, codex.DefaultClientID) and the secret that seals the
+	// tokens shared through Options.Coordinator ("" = plaintext).
+	RefreshURL     string
+	ClientID       string
+	CredentialsKey string
+	// WSRetryAfter: after a 426 the origin is spoken to over HTTP this long; default
+	// codex.DefaultWSRetryAfter.
+	WSRetryAfter time.Duration
+
 	Gate    gate.Config // pacing of new upstream connections; the zero value is the adaptive gate
 	Policy  gate.Policy // the connect policy around the gate (403 cooldown, per-attempt timeout)
 	NoReuse bool        // open a socket per generation instead of pooling completed ones

@@ -28,6 +28,7 @@ type Worker struct {
 	log   *slog.Logger
 	gate  *gate.Gate
 	codex *codex.Client
+	auth  *codex.Auth // nil with a fixed token
 	obs   Observer
 
 	identity string // see Identity
@@ -42,6 +43,10 @@ type Options struct {
 	Version string       // sent upstream as the client version
 	// Observer receives every generation's latency, time to first event and gate wait; nil = none.
 	Observer Observer
+	// Coordinator shares the login of an auth file with the rest of the pool (one refresher at
+	// a time, rotated tokens to everyone): queue.CredentialStore. Nil = shared with this
+	// machine's other processes only, through the file.
+	Coordinator codex.Coordinator
 }
 
 // Generation is what a worker observes about one generation, for metrics.
@@ -86,25 +91,42 @@ func New(cfg Config, opts Options) (*Worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("worker: %w", err)
 	}
+	var auth *codex.Auth
+	var src codex.TokenSource
+	if creds.Source != "env" { // a login file: kept fresh for as long as the worker runs
+		auth, err = codex.OpenAuth(codex.AuthConfig{
+			File: cfg.AuthFile, AccountID: cfg.AccountID, RefreshURL: cfg.RefreshURL, ClientID: cfg.ClientID,
+			Coordinator: opts.Coordinator, ShareKey: cfg.CredentialsKey, WorkerID: cfg.ID, Logger: log,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("worker: %w", err)
+		}
+		src = auth
+	}
 	g := gate.New(cfg.Gate)
 	cc, err := codex.New(codex.Config{
-		URL:         cfg.URL,
-		Token:       creds.Token,
-		AccountID:   creds.AccountID,
-		Gate:        g,
-		Policy:      cfg.Policy,
-		NoReuse:     cfg.NoReuse,
-		MaxIdle:     cfg.MaxIdleSockets,
-		IdleTimeout: cfg.IdleTimeout,
-		Version:     opts.Version,
-		Logger:      log,
+		URL:          cfg.URL,
+		Credentials:  src,
+		Token:        creds.Token,
+		AccountID:    creds.AccountID,
+		WSRetryAfter: cfg.WSRetryAfter,
+		Gate:         g,
+		Policy:       cfg.Policy,
+		NoReuse:      cfg.NoReuse,
+		MaxIdle:      cfg.MaxIdleSockets,
+		IdleTimeout:  cfg.IdleTimeout,
+		Version:      opts.Version,
+		Logger:       log,
 	})
 	if err != nil {
+		if auth != nil {
+			auth.Close()
+		}
 		return nil, fmt.Errorf("worker: %w", err)
 	}
 	log.Info("worker ready", "worker", cfg.ID, "origin", cfg.URL, "credentials", creds.Source,
 		"gate", g.Snapshot().Mode, "floor", cfg.Gate.Floor, "reuse", !cfg.NoReuse, "model", cfg.Model)
-	return &Worker{cfg: cfg, id: cfg.ID, log: log, gate: g, codex: cc, obs: opts.Observer,
+	return &Worker{cfg: cfg, id: cfg.ID, log: log, gate: g, codex: cc, auth: auth, obs: opts.Observer,
 		identity: AccountIdentity(creds.AccountID, creds.Token)}, nil
 }
 
@@ -248,5 +270,12 @@ func (w *Worker) UpstreamStats() codex.Stats { return w.codex.Stats() }
 // Gate returns the worker's connect gate (for stats and tests).
 func (w *Worker) Gate() *gate.Gate { return w.gate }
 
-// Close closes idle upstream sockets. In-flight generations finish or fail on their own.
-func (w *Worker) Close() error { return w.codex.Close() }
+// Close closes idle upstream sockets and stops keeping the login fresh. In-flight generations
+// finish or fail on their own.
+func (w *Worker) Close() error {
+	err := w.codex.Close()
+	if w.auth != nil {
+		w.auth.Close()
+	}
+	return err
+}

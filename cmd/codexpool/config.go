@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -137,11 +138,16 @@ type workerConfig struct {
 	JobsMaxAckPending int           `envconfig:"JOBS_MAX_ACK_PENDING" default:"10000" desc:"jobs in flight across the pool (the consumer's MaxAckPending): at least the sum of every worker's MAX_INFLIGHT"`
 	ResultsTTL        time.Duration `envconfig:"RESULTS_TTL" default:"24h" desc:"how long a job's result stays in the results bucket"`
 
-	CodexURL       string `envconfig:"CODEX_URL" default:"https://chatgpt.com/backend-api/codex/responses" desc:"Codex origin; http(s) and ws(s) accepted"`
-	CodexToken     string `envconfig:"CODEX_TOKEN" desc:"bearer token (API key or ChatGPT access token)"`
-	CodexAccountID string `envconfig:"CODEX_ACCOUNT_ID" desc:"sent as ChatGPT-Account-Id"`
-	CodexAuthFile  string `envconfig:"CODEX_AUTH_FILE" default:"~/.codex/auth.json" desc:"Codex CLI login, read when no token is set"`
-	Model          string `envconfig:"MODEL" default:"gpt-5.1-codex" desc:"model used when a request names none"`
+	CodexURL          string        `envconfig:"CODEX_URL" default:"https://chatgpt.com/backend-api/codex/responses" desc:"Codex origin; http(s) and ws(s) accepted"`
+	CodexToken        string        `envconfig:"CODEX_TOKEN" desc:"bearer token (API key or ChatGPT access token)"`
+	CodexAccountID    string        `envconfig:"CODEX_ACCOUNT_ID" desc:"sent as ChatGPT-Account-Id"`
+	CodexAuthFile     string        `envconfig:"CODEX_AUTH_FILE" default:"~/.codex/auth.json" desc:"Codex CLI login, read when no token is set; re-read when it changes, refreshed before it expires"`
+	CodexRefreshURL   string        `envconfig:"CODEX_REFRESH_URL" default:"https://auth.openai.com/oauth/token" desc:"OAuth token endpoint that refreshes the login of the auth file"`
+	CodexClientID     string        `envconfig:"CODEX_CLIENT_ID" default:"app_EMoamEEZ73f0CkXaXp7hrann" desc:"OAuth client id sent with a refresh"`
+	CredentialsBucket string        `envconfig:"CREDENTIALS_BUCKET" default:"CODEXPOOL_CREDENTIALS" desc:"JetStream key-value bucket through which workers share logins (one refresher at a time, rotated tokens to all); used when the server has JetStream"`
+	CredentialsKey    string        `envconfig:"CREDENTIALS_KEY" desc:"secret that encrypts and authenticates the tokens in the credentials bucket (the same on every worker); empty = plaintext, protected by NATS permissions"`
+	WSRetryAfter      time.Duration `envconfig:"WS_RETRY_AFTER" default:"10m" desc:"after the origin refused WebSockets (426): use HTTP streaming this long, then try a WebSocket again"`
+	Model             string        `envconfig:"MODEL" default:"gpt-5.1-codex" desc:"model used when a request names none"`
 
 	WSConnectSpacingMS  int           `envconfig:"WS_CONNECT_SPACING_MS" default:"0" desc:"the gate's floor in ms: spacing is never relaxed below it"`
 	Gate                string        `envconfig:"GATE" default:"adaptive" desc:"connect gate: adaptive (congestion control), reference (the reference proxy's rules), fixed (spacing = floor), off (no pacing)"`
@@ -180,6 +186,8 @@ func defaultWorkerConfig() workerConfig {
 		JobsMaxAttempts: 5, JobsMaxAckPending: 10000, ResultsTTL: 24 * time.Hour,
 		EmbeddedNATSAddr: "127.0.0.1:4222", QueueGroup: "codexpool",
 		CodexURL: "https://chatgpt.com/backend-api/codex/responses", CodexAuthFile: "~/.codex/auth.json",
+		CodexRefreshURL: "https://auth.openai.com/oauth/token", CodexClientID: "app_EMoamEEZ73f0CkXaXp7hrann",
+		CredentialsBucket: "CODEXPOOL_CREDENTIALS", WSRetryAfter: 10 * time.Minute,
 		Model: "gpt-5.1-codex", Gate: "adaptive", ForbiddenCooldownMS: 3000, WSReuse: true,
 		GateScope: "host", ForbiddenBudget: 10 * time.Second, MaxInflight: 256, RequestTimeout: 10 * time.Minute, ConnectTimeout: 15 * time.Second,
 		IdleTimeout: 5 * time.Minute, ShutdownGrace: 30 * time.Second, LogLevel: "info", LogFormat: "auto",
@@ -236,6 +244,15 @@ func (c workerConfig) validate() error {
 		return bad("SHUTDOWN_GRACE", "must be >= 0, got %s", c.ShutdownGrace)
 	case c.Model == "":
 		return bad("MODEL", "must not be empty")
+	case c.WSRetryAfter <= 0:
+		return bad("WS_RETRY_AFTER", "must be positive, got %s", c.WSRetryAfter)
+	case c.CodexClientID == "":
+		return bad("CODEX_CLIENT_ID", "must not be empty")
+	case c.CredentialsBucket == "" || strings.ContainsAny(c.CredentialsBucket, " \t\r\n.*>"):
+		return bad("CREDENTIALS_BUCKET", "must be a bucket name (letters, digits, - and _), got %q", c.CredentialsBucket)
+	}
+	if u, err := url.Parse(c.CodexRefreshURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return bad("CODEX_REFRESH_URL", "must be an http(s) URL, got %q", c.CodexRefreshURL)
 	}
 	if c.MetricsAddr != "" {
 		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
@@ -279,13 +296,17 @@ func (c workerConfig) authFilePath() string {
 func (c workerConfig) worker() worker.Config {
 	mode, _ := gate.ParseMode(c.Gate) // validated
 	return worker.Config{
-		ID:        c.id(),
-		Model:     c.Model,
-		URL:       c.CodexURL,
-		Token:     c.CodexToken,
-		AccountID: c.CodexAccountID,
-		AuthFile:  c.authFilePath(),
-		Gate:      gate.Config{Mode: mode, Floor: time.Duration(c.WSConnectSpacingMS) * time.Millisecond},
+		ID:             c.id(),
+		Model:          c.Model,
+		URL:            c.CodexURL,
+		Token:          c.CodexToken,
+		AccountID:      c.CodexAccountID,
+		AuthFile:       c.authFilePath(),
+		RefreshURL:     c.CodexRefreshURL,
+		ClientID:       c.CodexClientID,
+		CredentialsKey: c.CredentialsKey,
+		WSRetryAfter:   c.WSRetryAfter,
+		Gate:           gate.Config{Mode: mode, Floor: time.Duration(c.WSConnectSpacingMS) * time.Millisecond},
 		Policy: gate.Policy{ForbiddenCooldown: time.Duration(c.ForbiddenCooldownMS) * time.Millisecond,
 			ConnectTimeout: c.ConnectTimeout, ForbiddenBudget: c.ForbiddenBudget},
 		NoReuse:        !c.WSReuse,

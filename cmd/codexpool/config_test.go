@@ -30,6 +30,10 @@ func TestValidateNamesTheVariable(t *testing.T) {
 		{"request timeout", func(c *workerConfig) { c.RequestTimeout = 0 }, "CODEXPOOL_REQUEST_TIMEOUT"},
 		{"subject", func(c *workerConfig) { c.Subject = "a b" }, "CODEXPOOL_SUBJECT"},
 		{"floor", func(c *workerConfig) { c.WSConnectSpacingMS = -1 }, "CODEXPOOL_WS_CONNECT_SPACING_MS"},
+		{"ws retry", func(c *workerConfig) { c.WSRetryAfter = 0 }, "CODEXPOOL_WS_RETRY_AFTER"},
+		{"refresh url", func(c *workerConfig) { c.CodexRefreshURL = "auth.openai.com/oauth" }, "CODEXPOOL_CODEX_REFRESH_URL"},
+		{"client id", func(c *workerConfig) { c.CodexClientID = "" }, "CODEXPOOL_CODEX_CLIENT_ID"},
+		{"bucket", func(c *workerConfig) { c.CredentialsBucket = "a.b" }, "CODEXPOOL_CREDENTIALS_BUCKET"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

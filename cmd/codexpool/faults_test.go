@@ -327,15 +327,16 @@ func runFaultCase(t *testing.T, c *cluster, rows *[]faultRow, i int, tt faultCas
 func TestFaultsOrigin(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t, codextest.Options{Words: 4})
+	// WS_RETRY_AFTER=1ms: after the 426 case the next upgrade fault meets a socket again.
 	w := c.startWorker("wf", "CODEXPOOL_CONNECT_TIMEOUT=1s", "CODEXPOOL_IDLE_TIMEOUT=1s",
-		"CODEXPOOL_SHUTDOWN_GRACE=5s")
+		"CODEXPOOL_SHUTDOWN_GRACE=5s", "CODEXPOOL_WS_RETRY_AFTER=1ms")
 	fresh := func() { c.sim.CloseClientConnections() } // upgrade faults need a new socket
 
 	const fast, slow = 10 * time.Second, 15 * time.Second
 	tests := []faultCase{
 		{fault: "401 upgrade", setup: func() { fresh(); c.sim.RejectNext(1, 401, 0) }, status: 401, code: schemas.CodeUpstreamUnauthorized, max: fast},
 		{fault: "401 upgrade", stream: true, setup: func() { fresh(); c.sim.RejectNext(1, 401, 0) }, status: 401, code: schemas.CodeUpstreamUnauthorized, max: fast},
-		{fault: "426 upgrade", setup: func() { fresh(); c.sim.RejectNext(1, 426, 0) }, status: 502, code: schemas.CodeUpstreamError, max: fast},
+		{fault: "426 upgrade (answered over HTTP streaming)", setup: func() { fresh(); c.sim.RejectNext(1, 426, 0) }, max: fast},
 		{fault: "429 upgrade + Retry-After 2s", setup: func() { fresh(); c.sim.RejectNext(1, 429, 2*time.Second) }, status: 429, code: schemas.CodeUpstreamRateLimited, max: fast,
 			check: func(t *testing.T, o outcome) {
 				if o.retryAfter < 2*time.Second {

@@ -59,14 +59,12 @@ func runWorker(ctx context.Context, e env, args []string) error {
 		met = metrics.New(cfg.id(), getVersion())
 		obs = met
 	}
-	w, err := worker.New(cfg.worker(), worker.Options{Logger: log, Version: getVersion(), Observer: obs})
-	if errors.Is(err, codex.ErrNoCredentials) {
+	// Fail before NATS when there are no credentials at all: a person is reading the error.
+	if _, err := codex.ResolveCredentials(cfg.CodexToken, cfg.CodexAccountID, cfg.authFilePath()); errors.Is(err, codex.ErrNoCredentials) {
 		return fmt.Errorf("%w (set CODEXPOOL_CODEX_TOKEN, or CODEXPOOL_CODEX_AUTH_FILE to a Codex CLI login)", err)
-	}
-	if err != nil {
+	} else if err != nil {
 		return err
 	}
-	defer w.Close()
 
 	// serving is true from the subscription's start until shutdown begins (/readyz).
 	var serving atomic.Bool
@@ -104,11 +102,18 @@ func runWorker(ctx context.Context, e env, args []string) error {
 	if sec.Kind() != "none" || sec.TLS() {
 		log.Info("NATS security", "auth", sec.Kind(), "tls", sec.TLS(), "client_cert", sec.TLSCert != "")
 	}
-	nc, err := queue.Connect(ctx, url, "codexpool worker "+w.ID(), log, natsOpts...)
+	nc, err := queue.Connect(ctx, url, "codexpool worker "+cfg.id(), log, natsOpts...)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
+
+	w, err := worker.New(cfg.worker(), worker.Options{Logger: log, Version: getVersion(), Observer: obs,
+		Coordinator: credentialStore(ctx, nc, cfg, log)})
+	if err != nil {
+		return err
+	}
+	defer w.Close()
 
 	qcfg := cfg.queue()
 	qcfg.Logger, qcfg.StatsData = log, w.StatsData
@@ -166,6 +171,28 @@ func runWorker(ctx context.Context, e env, args []string) error {
 	}
 	log.Info("stopped", "worker", w.ID())
 	return nil
+}
+
+// credentialStore returns the pool's store of shared logins when the worker reads an auth file
+// and the NATS server has JetStream; nil otherwise (logins are then shared through the file
+// alone, by the processes of one machine).
+func credentialStore(ctx context.Context, nc *nats.Conn, cfg workerConfig, log *slog.Logger) codex.Coordinator {
+	if cfg.CodexToken != "" {
+		return nil
+	}
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	store, err := queue.NewCredentialStore(sctx, nc, queue.CredentialStoreConfig{Bucket: cfg.CredentialsBucket})
+	switch {
+	case errors.Is(err, queue.ErrNoJetStream):
+		log.Info("credentials: the NATS server has no JetStream; the login is shared through its auth file only")
+		return nil
+	case err != nil:
+		log.Warn("credentials: no shared credential store; the login is shared through its auth file only", "error", err)
+		return nil
+	}
+	log.Info("credentials: the login is shared with the pool", "bucket", cfg.CredentialsBucket, "encrypted", cfg.CredentialsKey != "")
+	return store
 }
 
 // serviceVersion is the version as micro requires it: semantic, without a leading v.

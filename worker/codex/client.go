@@ -3,7 +3,9 @@ package codex
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,10 +18,15 @@ import (
 // Client runs generations over Codex WebSockets and pools the sockets. Create it with New.
 // Safe for concurrent use.
 type Client struct {
-	cfg    Config
-	log    *slog.Logger
-	dialer *websocket.Dialer
-	redact redactor
+	cfg     Config
+	log     *slog.Logger
+	dialer  *websocket.Dialer
+	src     TokenSource
+	httpURL string
+	httpTr  *http.Transport
+	httpc   *http.Client
+	// httpUntil (unix ns) is when the client tries WebSockets again after a 426; 0 = on them.
+	httpUntil atomic.Int64
 
 	mu     sync.Mutex
 	idle   []*conn // idle pooled sockets, least recently used first
@@ -32,6 +39,8 @@ type Client struct {
 	generations, completed, reused atomic.Int64
 	retries, discarded, expired    atomic.Int64
 	open                           atomic.Int64
+	httpResponses, fallbacks       atomic.Int64
+	unauthorized                   atomic.Int64
 }
 
 // Result is the outcome of a completed generation.
@@ -49,6 +58,8 @@ type Result struct {
 	Attempts int
 	// GateWait is the time spent waiting in the gate and the 403 cooldown.
 	GateWait time.Duration
+	// HTTP is true when the generation ran over HTTP streaming (the origin refused WebSockets).
+	HTTP bool
 }
 
 // Stats are a Client's counters, for logs and metrics.
@@ -64,21 +75,46 @@ type Stats struct {
 	Expired     int64 `json:"expired"`     // idle sockets closed for idle expiry or age
 	Idle        int   `json:"idle"`        // idle pooled sockets now
 	Open        int64 `json:"open"`        // open sockets now (idle and in use)
+
+	// Transport is what a new generation uses now: "ws", or "http" after a 426 until
+	// Config.WSRetryAfter has passed.
+	Transport     string `json:"transport"`
+	HTTPResponses int64  `json:"http_responses"` // HTTP streaming responses the origin accepted (200)
+	HTTPFallbacks int64  `json:"http_fallbacks"` // 426s that switched (or kept) the client on HTTP
+	Unauthorized  int64  `json:"unauthorized"`   // 401s from the origin, upgrades and HTTP
+	// Credentials are the login's lifecycle counters; nil with a fixed token.
+	Credentials *AuthStats `json:"credentials,omitempty"`
 }
 
-// New returns a Client for cfg. cfg.Token is required.
+// fixedSource is the TokenSource of a fixed Config.Token: a 401 is final.
+type fixedSource struct{ c Credentials }
+
+func (f fixedSource) Credentials() (Credentials, error) { return f.c, nil }
+func (f fixedSource) Unauthorized(context.Context, Credentials) (Credentials, error) {
+	return Credentials{}, errFixedToken
+}
+
+// errFixedToken: a fixed token cannot be replaced; the origin's 401 stands as it is.
+var errFixedToken = errors.New("codex: fixed token")
+
+// New returns a Client for cfg. cfg.Credentials or cfg.Token is required.
 func New(cfg Config) (*Client, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
 	c := &Client{
-		cfg:    cfg,
-		log:    cfg.Logger,
-		dialer: newDialer(),
-		redact: newRedactor(cfg.Token, cfg.AccountID),
-		stop:   make(chan struct{}),
+		cfg:     cfg,
+		log:     cfg.Logger,
+		dialer:  newDialer(),
+		src:     cfg.Credentials,
+		httpURL: httpURL(cfg.URL),
+		stop:    make(chan struct{}),
 	}
+	if c.src == nil {
+		c.src = fixedSource{Credentials{Token: cfg.Token, AccountID: cfg.AccountID, Source: "config"}}
+	}
+	c.httpTr, c.httpc = newHTTPClient(cfg)
 	if !cfg.NoReuse {
 		c.wg.Add(1)
 		go c.janitor()
@@ -91,12 +127,22 @@ func (c *Client) Stats() Stats {
 	c.mu.Lock()
 	idle := len(c.idle)
 	c.mu.Unlock()
-	return Stats{
+	st := Stats{
 		Dials: c.dials.Load(), Upgrades: c.upgrades.Load(), Forbidden: c.forbidden.Load(),
 		Generations: c.generations.Load(), Completed: c.completed.Load(), Reused: c.reused.Load(),
 		Retries: c.retries.Load(), Discarded: c.discarded.Load(), Expired: c.expired.Load(),
-		Idle: idle, Open: c.open.Load(),
+		Idle: idle, Open: c.open.Load(), Transport: "ws",
+		HTTPResponses: c.httpResponses.Load(), HTTPFallbacks: c.fallbacks.Load(),
+		Unauthorized: c.unauthorized.Load(),
 	}
+	if c.onHTTP(time.Now()) {
+		st.Transport = "http"
+	}
+	if s, ok := c.src.(interface{ Stats() AuthStats }); ok {
+		as := s.Stats()
+		st.Credentials = &as
+	}
+	return st
 }
 
 // Close closes the idle sockets and stops the background goroutines. Generations in flight finish
@@ -120,6 +166,7 @@ func (c *Client) Close() error {
 		}
 	}
 	c.wg.Wait()
+	c.httpTr.CloseIdleConnections()
 	return nil
 }
 
@@ -132,6 +179,11 @@ func (c *Client) Close() error {
 // and the error is a *schemas.Error (see the package doc), or ctx.Err() unwrapped when ctx is done;
 // once the generation has started, the Result comes back with the error too (its Response is nil),
 // so callers can log the attempts, the gate wait and whether a pooled socket was used.
+//
+// When the origin refuses WebSockets (426 on the upgrade) the generation runs over HTTP
+// streaming instead, with the same onEvent calls and errors, and so do new generations for
+// Config.WSRetryAfter; pooled sockets are still used while they last. A 401 is retried once with
+// the credentials the TokenSource gives after it (a re-read or refreshed login).
 func (c *Client) Generate(ctx context.Context, frame []byte, onEvent func(Event) error) (*Result, error) {
 	c.mu.Lock()
 	if c.closed {
@@ -161,7 +213,15 @@ func (c *Client) Generate(ctx context.Context, frame []byte, onEvent func(Event)
 			res.Reused, res.Retried = false, true
 		}
 	}
+	if c.onHTTP(time.Now()) {
+		return c.done(res, c.generateHTTP(ctx, frame, onEvent, res))
+	}
 	cn, err := c.connect(ctx, res)
+	var ur *upgradeRequiredError
+	if errors.As(err, &ur) {
+		c.fallBack()
+		return c.done(res, c.generateHTTP(ctx, frame, onEvent, res))
+	}
 	if err != nil {
 		return res, err
 	}
@@ -195,12 +255,11 @@ func (c *Client) run(ctx context.Context, cn *conn, frame []byte, onEvent func(E
 		if err := ctx.Err(); err != nil {
 			return false, err
 		}
-		return pooled, upstreamError("send request: %s", c.redact.clean(werr.Error()))
+		return pooled, upstreamError("send request: %s", cn.redact.clean(werr.Error()))
 	}
 
 	timer := time.NewTimer(c.cfg.IdleTimeout)
 	defer timer.Stop()
-	events := 0
 	for {
 		var f message
 		var ok bool
@@ -210,10 +269,7 @@ func (c *Client) run(ctx context.Context, cn *conn, frame []byte, onEvent func(E
 			return false, ctx.Err()
 		case <-timer.C:
 			cn.close(false)
-			if events == 0 {
-				return false, schemas.Errorf(schemas.CodeUpstreamTimeout, "codex: no first event within %s", c.cfg.IdleTimeout)
-			}
-			return false, schemas.Errorf(schemas.CodeUpstreamTimeout, "codex: no event for %s", c.cfg.IdleTimeout)
+			return false, c.idleError(res.Events)
 		case f, ok = <-cn.frames:
 		}
 		if !ok {
@@ -221,7 +277,7 @@ func (c *Client) run(ctx context.Context, cn *conn, frame []byte, onEvent func(E
 			if err := ctx.Err(); err != nil {
 				return false, err
 			}
-			return pooled && events == 0, upstreamError("%s", c.readErrorMessage(cn.readErr))
+			return pooled && res.Events == 0, upstreamError("%s", cn.readErrorMessage())
 		}
 		timer.Reset(c.cfg.IdleTimeout)
 		if f.typ != websocket.TextMessage {
@@ -238,38 +294,68 @@ func (c *Client) run(ctx context.Context, cn *conn, frame []byte, onEvent func(E
 		}
 		// Events are passed on as received, except that an origin echoing our credentials (in an
 		// error event, response.failed, ...) must not hand them to the client.
-		f.data = c.redact.cleanFrame(f.data)
-		if pooled && events == 0 && typ == typeError && connLimitEvent(f.data) {
+		typ, f.data = redactEvent(cn.redact, typ, f.data)
+		if pooled && res.Events == 0 && typ == typeError && connLimitEvent(f.data) {
 			cn.close(false)
 			return true, upstreamError("pooled socket reached its connection limit")
 		}
-		events++
-		res.Events = events
-		if onEvent != nil {
-			if err := onEvent(Event{Type: typ, Data: f.data}); err != nil {
-				cn.close(false)
-				return false, err
-			}
+		done, err := c.deliver(typ, f.data, cn.redact, res, onEvent)
+		if !done {
+			continue
 		}
-		switch typ {
-		case typeCompleted:
-			resp, ok := schemas.CompletedResponse(f.data)
-			if !ok {
-				cn.close(false)
-				return false, upstreamError("bad response.completed event: no response object")
-			}
-			res.Response = resp
+		if err == nil {
 			c.release(cn)
-			return false, nil
-		case typeFailed:
+		} else {
 			cn.close(false)
-			return false, mapFailed(f.data, c.redact)
-		case typeIncomplete:
-			cn.close(false)
-			return false, mapIncomplete(f.data, c.redact)
-		case typeError:
-			cn.close(false)
-			return false, mapErrorEvent(f.data, c.redact, time.Now())
+		}
+		return false, err
+	}
+}
+
+// redactEvent returns data with the credentials redacted and, when that changed it, its type
+// read again: an echoed secret can sit in the type too (FuzzSSE found one).
+func redactEvent(red redactor, typ string, data []byte) (string, []byte) {
+	clean := red.cleanFrame(data)
+	if len(clean) != len(data) || (len(clean) > 0 && &clean[0] != &data[0]) {
+		if t, err := eventType(clean); err == nil {
+			typ = t
 		}
 	}
+	return typ, clean
+}
+
+// idleError is the 504 of a generation that waited IdleTimeout for an event.
+func (c *Client) idleError(events int) error {
+	if events == 0 {
+		return schemas.Errorf(schemas.CodeUpstreamTimeout, "codex: no first event within %s", c.cfg.IdleTimeout)
+	}
+	return schemas.Errorf(schemas.CodeUpstreamTimeout, "codex: no event for %s", c.cfg.IdleTimeout)
+}
+
+// deliver hands one event (typed and redacted; not codex.rate_limits) to onEvent and maps the
+// terminal ones, on either transport. done reports that the generation ended: with a nil error
+// at response.completed (res.Response is then set), else with the error.
+func (c *Client) deliver(typ string, data []byte, red redactor, res *Result, onEvent func(Event) error) (done bool, err error) {
+	res.Events++
+	if onEvent != nil {
+		if err := onEvent(Event{Type: typ, Data: data}); err != nil {
+			return true, err
+		}
+	}
+	switch typ {
+	case typeCompleted:
+		resp, ok := schemas.CompletedResponse(data)
+		if !ok {
+			return true, upstreamError("bad response.completed event: no response object")
+		}
+		res.Response = resp
+		return true, nil
+	case typeFailed:
+		return true, mapFailed(data, red)
+	case typeIncomplete:
+		return true, mapIncomplete(data, red)
+	case typeError:
+		return true, mapErrorEvent(data, red, time.Now())
+	}
+	return false, nil
 }

@@ -18,6 +18,9 @@ const (
 	DefaultIdleExpiry  = 4 * time.Minute
 	DefaultIdleTimeout = 5 * time.Minute
 	DefaultVersion     = "dev"
+	// DefaultWSRetryAfter is how long a client that met a 426 speaks HTTP before it tries a
+	// WebSocket again.
+	DefaultWSRetryAfter = 10 * time.Minute
 )
 
 // BetaHeader is the OpenAI-Beta value that selects the Responses WebSocket protocol.
@@ -26,14 +29,19 @@ const BetaHeader = "responses_websockets=2026-02-06"
 // Originator is sent in the originator header and the User-Agent.
 const Originator = "codexpool"
 
-// Config configures a Client. Zero values are the documented defaults; only Token is required.
+// Config configures a Client. Zero values are the documented defaults; credentials are required:
+// Credentials, or a Token.
 type Config struct {
-	// URL is the origin. http(s):// becomes ws(s)://; ws(s):// is used as it is.
-	// Default DefaultURL.
+	// URL is the origin. http(s):// becomes ws(s)://; ws(s):// is used as it is. HTTP streaming
+	// (after a 426) posts to the same URL with http(s). Default DefaultURL.
 	URL string
-	// Token is the bearer token (API key or ChatGPT access token). Required; see ResolveCredentials.
+	// Credentials gives the credentials of every new connection and handles 401s: an *Auth
+	// keeps a Codex CLI login fresh. Nil = Token and AccountID, fixed.
+	Credentials TokenSource
+	// Token is the bearer token (API key or ChatGPT access token) when Credentials is nil; see
+	// ResolveCredentials.
 	Token string
-	// AccountID is sent as ChatGPT-Account-Id when set.
+	// AccountID is sent as ChatGPT-Account-Id when set (with Token).
 	AccountID string
 	// Gate paces new upgrades. Nil means gate.New(gate.Config{Mode: gate.Off}).
 	Gate *gate.Gate
@@ -53,6 +61,10 @@ type Config struct {
 	// IdleTimeout is the longest wait for the first event and between events (also bounds the
 	// write of the request). Default DefaultIdleTimeout (5m).
 	IdleTimeout time.Duration
+	// WSRetryAfter: after the origin answers an upgrade with 426 (no WebSockets here), new
+	// generations use HTTP streaming for this long, then try a WebSocket again.
+	// Default DefaultWSRetryAfter (10m).
+	WSRetryAfter time.Duration
 	// Version is sent as the version header and in the User-Agent. Default DefaultVersion ("dev").
 	Version string
 	// Logger receives debug logs. Nil discards them. The token is never logged.
@@ -61,8 +73,8 @@ type Config struct {
 
 // withDefaults returns cfg with defaults filled in and the URL normalised, or an error.
 func (cfg Config) withDefaults() (Config, error) {
-	if cfg.Token == "" {
-		return cfg, fmt.Errorf("%w: no token configured (Config.Token is empty; see ResolveCredentials)", ErrNoCredentials)
+	if cfg.Credentials == nil && cfg.Token == "" {
+		return cfg, fmt.Errorf("%w: no token configured (Config.Token and Config.Credentials are empty; see ResolveCredentials)", ErrNoCredentials)
 	}
 	if cfg.URL == "" {
 		cfg.URL = DefaultURL
@@ -87,6 +99,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.IdleTimeout <= 0 {
 		cfg.IdleTimeout = DefaultIdleTimeout
 	}
+	if cfg.WSRetryAfter <= 0 {
+		cfg.WSRetryAfter = DefaultWSRetryAfter
+	}
 	if cfg.Version == "" {
 		cfg.Version = DefaultVersion
 	}
@@ -94,6 +109,14 @@ func (cfg Config) withDefaults() (Config, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	return cfg, nil
+}
+
+// httpURL turns a ws(s) origin URL into its http(s) form, for HTTP streaming.
+func httpURL(ws string) string {
+	if rest, ok := strings.CutPrefix(ws, "wss://"); ok {
+		return "https://" + rest
+	}
+	return "http://" + strings.TrimPrefix(ws, "ws://")
 }
 
 // wsURL turns an http(s) or ws(s) origin URL into its ws(s) form.

@@ -36,10 +36,11 @@ type message struct {
 // allows one concurrent writer: only the generation that leases the socket writes data frames;
 // control frames (pongs, close) are safe concurrently.
 type conn struct {
-	c    *Client
-	ws   *websocket.Conn
-	id   string
-	born time.Time
+	c      *Client
+	ws     *websocket.Conn
+	id     string
+	born   time.Time
+	redact redactor // the credentials the socket was opened with: what the origin could echo
 
 	state     atomic.Int32
 	ended     atomic.Bool // the reader has stopped reading (set before it looks at state)
@@ -51,8 +52,8 @@ type conn struct {
 	once    sync.Once
 }
 
-func (c *Client) newConn(ws *websocket.Conn, id string) *conn {
-	cn := &conn{c: c, ws: ws, id: id, born: time.Now(),
+func (c *Client) newConn(ws *websocket.Conn, id string, red redactor) *conn {
+	cn := &conn{c: c, ws: ws, id: id, born: time.Now(), redact: red,
 		frames: make(chan message, frameBuffer), closing: make(chan struct{})}
 	c.open.Add(1)
 	c.wg.Add(1) // legal: the generation dialling this socket holds a count

@@ -1,8 +1,6 @@
 package codex
 
 import (
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -39,17 +37,6 @@ func (c Credentials) GoString() string { return c.String() }
 // LogValue keeps slog from printing the token.
 func (c Credentials) LogValue() slog.Value { return slog.StringValue(c.String()) }
 
-// authJSON is the part of the Codex CLI's auth.json we read. Pointers: null means absent.
-type authJSON struct {
-	AuthMode *string `json:"auth_mode"`
-	APIKey   *string `json:"OPENAI_API_KEY"`
-	Tokens   *struct {
-		IDToken     *string `json:"id_token"`
-		AccessToken *string `json:"access_token"`
-		AccountID   *string `json:"account_id"`
-	} `json:"tokens"`
-}
-
 func val(p *string) string {
 	if p == nil {
 		return ""
@@ -79,38 +66,18 @@ func ResolveCredentials(token, accountID, authFile string) (Credentials, error) 
 	if err != nil {
 		return Credentials{}, err
 	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return Credentials{}, fmt.Errorf("%w: no token given and %s does not exist (run `codex login`): %w", ErrNoCredentials, path, fs.ErrNotExist)
-		}
-		return Credentials{}, fmt.Errorf("codex: read auth file: %w", err)
-	}
-	var f authJSON
-	if err := json.Unmarshal(data, &f); err != nil {
-		// Not %w: a JSON error may quote part of the file.
-		return Credentials{}, fmt.Errorf("codex: auth file %s is not the Codex CLI's JSON", path)
-	}
-	creds := Credentials{AccountID: accountID, Source: path}
-	apiKey := val(f.APIKey)
-	var access, acct, idToken string
-	if f.Tokens != nil {
-		access, acct, idToken = val(f.Tokens.AccessToken), val(f.Tokens.AccountID), val(f.Tokens.IDToken)
-	}
-	useTokens := access != "" && (apiKey == "" || strings.EqualFold(val(f.AuthMode), "chatgpt"))
+	t, _, err := readAuthFile(path)
 	switch {
-	case useTokens:
-		creds.Token = access
-		if creds.AccountID == "" {
-			creds.AccountID = acct
-		}
-		if creds.AccountID == "" {
-			creds.AccountID = accountFromIDToken(idToken)
-		}
-	case apiKey != "":
-		creds.Token = apiKey
-	default:
-		return Credentials{}, fmt.Errorf("%w: %s has neither OPENAI_API_KEY nor tokens.access_token (run `codex login`)", ErrNoCredentials, path)
+	case errors.Is(err, fs.ErrNotExist):
+		return Credentials{}, fmt.Errorf("%w: no token given and %s does not exist (run `codex login`): %w", ErrNoCredentials, path, fs.ErrNotExist)
+	case errors.Is(err, errAuthNoTokens):
+		return Credentials{}, fmt.Errorf("%w: %s %w", ErrNoCredentials, path, errAuthNoTokens)
+	case err != nil:
+		return Credentials{}, err
+	}
+	creds := Credentials{Token: t.bearer(), AccountID: accountID, Source: path}
+	if creds.AccountID == "" && t.AccessToken != "" {
+		creds.AccountID = t.AccountID
 	}
 	return creds, nil
 }
@@ -125,26 +92,4 @@ func expandHome(p string) (string, error) {
 		return "", fmt.Errorf("codex: expand %s: %w", p, err)
 	}
 	return filepath.Join(home, p[1:]), nil
-}
-
-// accountFromIDToken returns the chatgpt_account_id claim of a JWT id token, "" when absent.
-// The signature is not checked: the origin does that; we only pick the header value.
-func accountFromIDToken(tok string) string {
-	parts := strings.Split(tok, ".")
-	if len(parts) < 2 {
-		return ""
-	}
-	payload, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(parts[1], "="))
-	if err != nil {
-		return ""
-	}
-	var claims struct {
-		Auth *struct {
-			AccountID *string `json:"chatgpt_account_id"`
-		} `json:"https://api.openai.com/auth"`
-	}
-	if json.Unmarshal(payload, &claims) != nil || claims.Auth == nil {
-		return ""
-	}
-	return val(claims.Auth.AccountID)
 }

@@ -31,14 +31,15 @@ func newDialer() *websocket.Dialer {
 	}
 }
 
-// header returns the upgrade request headers for a new socket with id.
-func (c *Client) header(id string) http.Header {
+// header returns the request headers of a new socket (or HTTP stream) with id, authenticated
+// with creds; beta is the OpenAI-Beta value of the transport.
+func (c *Client) header(id string, creds Credentials, beta string) http.Header {
 	h := http.Header{}
-	h.Set("Authorization", "Bearer "+c.cfg.Token)
-	if c.cfg.AccountID != "" {
-		h.Set("ChatGPT-Account-Id", c.cfg.AccountID)
+	h.Set("Authorization", "Bearer "+creds.Token)
+	if creds.AccountID != "" {
+		h.Set("ChatGPT-Account-Id", creds.AccountID)
 	}
-	h.Set("OpenAI-Beta", BetaHeader)
+	h.Set("OpenAI-Beta", beta)
 	h.Set("originator", Originator)
 	h.Set("User-Agent", Originator+"/"+c.cfg.Version)
 	h.Set("version", c.cfg.Version)
@@ -48,12 +49,30 @@ func (c *Client) header(id string) http.Header {
 	return h
 }
 
-// connect opens a new socket through the gate's connect policy.
+// connect opens a new socket through the gate's connect policy. A 401 is retried once, through
+// the gate again, with the credentials the TokenSource gives after it.
 func (c *Client) connect(ctx context.Context, res *Result) (*conn, error) {
-	cn, gres, err := gate.Connect(ctx, c.cfg.Gate, c.cfg.Policy, c.dialOnce)
-	res.Attempts += gres.Attempts
-	res.GateWait += gres.Waited
+	creds, err := c.src.Credentials()
 	if err != nil {
+		return nil, err
+	}
+	for retried := false; ; retried = true {
+		cn, gres, err := gate.Connect(ctx, c.cfg.Gate, c.cfg.Policy, func(actx context.Context) (*conn, error) {
+			return c.dialOnce(actx, creds)
+		})
+		res.Attempts += gres.Attempts
+		res.GateWait += gres.Waited
+		if err == nil {
+			return cn, nil
+		}
+		if !retried && isUnauthorized(err) && ctx.Err() == nil {
+			next, uerr := c.src.Unauthorized(ctx, creds)
+			if uerr == nil {
+				creds = next
+				continue
+			}
+			return nil, betterUnauthorized(err, uerr)
+		}
 		// The gate retried 403s until the deadline and handed back the last one: that, not
 		// "deadline exceeded", is why the request failed.
 		var fb *forbiddenError
@@ -76,22 +95,47 @@ func (c *Client) connect(ctx context.Context, res *Result) (*conn, error) {
 		}
 		return nil, err
 	}
-	return cn, nil
 }
 
-// dialOnce is one upgrade attempt; ctx carries the per-attempt timeout.
-func (c *Client) dialOnce(ctx context.Context) (*conn, error) {
+// isUnauthorized reports whether err is the origin's 401.
+func isUnauthorized(err error) bool {
+	e, ok := schemas.AsError(err)
+	return ok && e.Code == schemas.CodeUpstreamUnauthorized
+}
+
+// betterUnauthorized picks what to return when a 401 could not be cured: the TokenSource's own
+// error when it says more (out of service: log in again) or the context ended, else the
+// origin's 401.
+func betterUnauthorized(origin, fromSource error) error {
+	if errors.Is(fromSource, context.Canceled) || errors.Is(fromSource, context.DeadlineExceeded) {
+		return fromSource
+	}
+	if e, ok := schemas.AsError(fromSource); ok && e.UpstreamCode != "" {
+		return fromSource
+	}
+	return origin
+}
+
+// dialOnce is one upgrade attempt with creds; ctx carries the per-attempt timeout.
+func (c *Client) dialOnce(ctx context.Context, creds Credentials) (*conn, error) {
 	c.dials.Add(1)
 	id := uuid.NewString()
-	ws, resp, err := c.dialer.DialContext(ctx, c.cfg.URL, c.header(id))
+	red := newRedactor(creds.Token, creds.AccountID)
+	ws, resp, err := c.dialer.DialContext(ctx, c.cfg.URL, c.header(id, creds, BetaHeader))
 	if err != nil {
 		if resp != nil {
-			err = c.classifyHandshake(resp)
-			if _, ok := err.(*forbiddenError); ok {
+			err = c.classifyStatus(resp, red, true)
+			switch err.(type) {
+			case *forbiddenError:
 				c.forbidden.Add(1)
+			case *upgradeRequiredError:
+			default:
+				if isUnauthorized(err) {
+					c.unauthorized.Add(1)
+				}
 			}
 		} else {
-			err = c.classifyDialError(ctx, err)
+			err = c.classifyDialError(ctx, err, red)
 		}
 		c.log.Debug("codex: upgrade failed", "socket", id, "err", err)
 		return nil, err
@@ -100,29 +144,45 @@ func (c *Client) dialOnce(ctx context.Context) (*conn, error) {
 		_ = resp.Body.Close()
 	}
 	c.upgrades.Add(1)
+	// TODO(accounts): the x-codex-* limit headers of resp go to the per-account OnLimits hook.
+	if c.httpUntil.Load() != 0 && c.httpUntil.Swap(0) != 0 {
+		c.log.Info("codex: the origin accepts WebSockets again; HTTP streaming ends")
+	}
 	ws.SetReadLimit(maxFrame)
 	c.log.Debug("codex: socket opened", "socket", id)
-	return c.newConn(ws, id), nil
+	return c.newConn(ws, id, red), nil
 }
 
 // classifyDialError maps a failure without an HTTP response: timeout → 504, anything else → 502.
-func (c *Client) classifyDialError(ctx context.Context, err error) error {
+func (c *Client) classifyDialError(ctx context.Context, err error, red redactor) error {
 	var ne net.Error
 	if errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil || (errors.As(err, &ne) && ne.Timeout()) {
 		return schemas.Errorf(schemas.CodeUpstreamTimeout, "codex: connect to origin timed out")
 	}
-	return upstreamError("connect to origin: %s", c.redact.clean(err.Error()))
+	return upstreamError("connect to origin: %s", red.clean(err.Error()))
 }
 
-// classifyHandshake maps a refused upgrade from its HTTP status (never from error strings).
-func (c *Client) classifyHandshake(resp *http.Response) error {
+// upgradeRequiredError is a 426 on the upgrade: the origin does not speak WebSockets here. It
+// unwraps to the 502 returned when HTTP streaming is not an option either.
+type upgradeRequiredError struct{ err *schemas.Error }
+
+func (e *upgradeRequiredError) Error() string { return e.err.Error() }
+func (e *upgradeRequiredError) Unwrap() error { return e.err }
+
+// classifyStatus maps a refused upgrade (or, upgrade false, HTTP streaming request) from its HTTP
+// status, never from error strings. The origin's message is redacted with red.
+func (c *Client) classifyStatus(resp *http.Response, red redactor, upgrade bool) error {
+	what := "the HTTP request"
+	if upgrade {
+		what = "the upgrade"
+	}
 	var body []byte
 	if resp.Body != nil {
 		// gorilla keeps at most 1 KiB of the body.
 		body, _ = io.ReadAll(io.LimitReader(resp.Body, maxOriginText))
 		_ = resp.Body.Close()
 	}
-	msg := c.redact.clean(bodyMessage(body))
+	msg := red.clean(bodyMessage(body))
 	retryAfter := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
 	status := resp.StatusCode
 	suffix := ""
@@ -132,7 +192,10 @@ func (c *Client) classifyHandshake(resp *http.Response) error {
 	switch {
 	case status == http.StatusForbidden:
 		e := &schemas.Error{Status: 403, Code: schemas.CodeOriginForbidden, RetryAfter: retryAfter,
-			Message: "codex: origin rejected the upgrade (HTTP 403)" + suffix}
+			Message: "codex: origin rejected " + what + " (HTTP 403)" + suffix}
+		if !upgrade {
+			return e // nothing for the upgrade gate to pace
+		}
 		return &forbiddenError{err: e}
 	case status == http.StatusUnauthorized:
 		return schemas.Errorf(schemas.CodeUpstreamUnauthorized, "codex: origin refused the credentials (HTTP 401)%s", suffix)
@@ -140,12 +203,12 @@ func (c *Client) classifyHandshake(resp *http.Response) error {
 		e := schemas.Errorf(schemas.CodeUpstreamRateLimited, "codex: origin rate limit (HTTP 429)%s", suffix)
 		e.RetryAfter = retryAfter
 		return e
-	case status == http.StatusUpgradeRequired:
-		return upstreamError("origin refused WebSockets (HTTP 426)%s", suffix)
+	case status == http.StatusUpgradeRequired && upgrade:
+		return &upgradeRequiredError{upstreamError("origin refused WebSockets (HTTP 426)%s", suffix)}
 	case status >= 500:
-		return upstreamError("origin failed the upgrade (HTTP %d)%s", status, suffix)
+		return upstreamError("origin failed %s (HTTP %d)%s", what, status, suffix)
 	default:
-		return upstreamError("origin answered the upgrade with HTTP %d%s", status, suffix)
+		return upstreamError("origin answered %s with HTTP %d%s", what, status, suffix)
 	}
 }
 
@@ -166,12 +229,13 @@ func bodyMessage(body []byte) string {
 	return strings.TrimSpace(string(body))
 }
 
-// readErrorMessage describes why a socket's reader ended, for a 502.
-func (c *Client) readErrorMessage(err error) string {
+// readErrorMessage describes why the socket's reader ended, for a 502.
+func (cn *conn) readErrorMessage() string {
+	err := cn.readErr
 	var ce *websocket.CloseError
 	switch {
 	case errors.As(err, &ce):
-		text := c.redact.clean(ce.Text)
+		text := cn.redact.clean(ce.Text)
 		if text != "" {
 			return fmt.Sprintf("origin closed the socket (%d: %s) before a terminal event", ce.Code, text)
 		}
@@ -181,6 +245,6 @@ func (c *Client) readErrorMessage(err error) string {
 	case errors.Is(err, websocket.ErrReadLimit):
 		return "event larger than the read limit"
 	default:
-		return "socket failed before a terminal event: " + c.redact.clean(err.Error())
+		return "socket failed before a terminal event: " + cn.redact.clean(err.Error())
 	}
 }

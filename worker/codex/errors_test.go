@@ -80,7 +80,6 @@ func TestHandshakeOutcomes(t *testing.T) {
 	}{
 		{name: "401", status: 401, wantStatus: 401, code: schemas.CodeUpstreamUnauthorized, message: "authentication token is invalid"},
 		{name: "429 with Retry-After", status: 429, retryAfter: 7 * time.Second, wantStatus: 429, code: schemas.CodeUpstreamRateLimited, message: "Rate limit", wantRA: 7 * time.Second},
-		{name: "426", status: 426, wantStatus: 502, code: schemas.CodeUpstreamError, message: "refused WebSockets"},
 		{name: "500", status: 500, wantStatus: 502, code: schemas.CodeUpstreamError, message: "HTTP 500"},
 		{name: "503", status: 503, wantStatus: 502, code: schemas.CodeUpstreamError, message: "HTTP 503"},
 		{name: "404", status: 404, wantStatus: 502, code: schemas.CodeUpstreamError, message: "HTTP 404"},
@@ -264,7 +263,7 @@ func TestHandshakeRedaction(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			resp := &http.Response{StatusCode: 403, Header: http.Header{"Retry-After": {"3"}},
 				Body: io.NopCloser(strings.NewReader(tc.body))}
-			err := c.classifyHandshake(resp)
+			err := c.classifyStatus(resp, newRedactor(testToken, "acct-SECRET-77"), true)
 			e := wantError(t, err, 403, schemas.CodeOriginForbidden)
 			if e.RetryAfter != 3*time.Second {
 				t.Errorf("RetryAfter %v, want 3s", e.RetryAfter)

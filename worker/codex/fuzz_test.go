@@ -70,7 +70,7 @@ func FuzzEventParse(f *testing.F) {
 
 	r := newRedactor(fuzzToken, fuzzAccount)
 	now := time.Unix(1_700_000_000, 0)
-	c := &Client{redact: r}
+	c := &Client{}
 
 	f.Fuzz(func(t *testing.T, data []byte, retryAfter string, status int16) {
 		typ, err := eventType(data)
@@ -125,14 +125,14 @@ func FuzzEventParse(f *testing.F) {
 		if len(data) > 0 {
 			resp.Body = nopCloser{bytes.NewReader(data)}
 		}
-		herr := c.classifyHandshake(resp)
+		herr := c.classifyStatus(resp, r, true)
 		var se *schemas.Error
 		if fe, ok := herr.(*forbiddenError); ok {
 			se = fe.err
 		} else {
 			se, _ = herr.(*schemas.Error)
 		}
-		checkError(t, "classifyHandshake", se)
+		checkError(t, "classifyStatus", se)
 	})
 }
 

@@ -1,0 +1,155 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+)
+
+// credentialPerms are the permissions README.md documents for the credential store, besides the
+// worker's others.
+var credentialPerms = &server.Permissions{
+	Publish: &server.SubjectPermission{Allow: []string{
+		"$JS.API.INFO",
+		"$JS.API.STREAM.INFO.KV_CODEXPOOL_CREDENTIALS",
+		"$JS.API.STREAM.CREATE.KV_CODEXPOOL_CREDENTIALS",
+		"$JS.API.DIRECT.GET.KV_CODEXPOOL_CREDENTIALS.>",
+		"$JS.API.CONSUMER.CREATE.KV_CODEXPOOL_CREDENTIALS.>",
+		"$JS.API.CONSUMER.DELETE.KV_CODEXPOOL_CREDENTIALS.>",
+		"$JS.FC.KV_CODEXPOOL_CREDENTIALS.>",
+		"$KV.CODEXPOOL_CREDENTIALS.>",
+	}},
+	Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>"}},
+}
+
+// startCredentialServer starts a NATS server with JetStream and a user "w" limited to credentialPerms.
+func startCredentialServer(t *testing.T) *server.Server {
+	t.Helper()
+	opts := &server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, NoSigs: true, NoLog: true,
+		JetStream: true, StoreDir: t.TempDir(),
+		Users: []*server.User{{Username: "w", Password: "pw", Permissions: credentialPerms}}}
+	ns, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("NATS not ready")
+	}
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	return ns
+}
+
+// TestCredentialStore: compare-and-set, watch, and every operation within the documented
+// permissions (a violation fails the test).
+func TestCredentialStore(t *testing.T) {
+	ns := startCredentialServer(t)
+	var mu sync.Mutex
+	var violations []string
+	nc, err := nats.Connect(ns.ClientURL(), nats.UserInfo("w", "pw"),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			mu.Lock()
+			violations = append(violations, err.Error())
+			mu.Unlock()
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	s, err := NewCredentialStore(ctx, nc, CredentialStoreConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s2, err := NewCredentialStore(ctx, nc, CredentialStoreConfig{}); err != nil || s2 == nil {
+		t.Fatalf("binding to the existing bucket: %v", err)
+	}
+	const key = "login_0123456789abcdef"
+	if v, rev, err := s.Get(ctx, key); err != nil || v != nil || rev != 0 {
+		t.Fatalf("Get of a new key = %q, %d, %v; want nothing", v, rev, err)
+	}
+
+	var got []string
+	var gotMu sync.Mutex
+	wctx, wcancel := context.WithCancel(ctx)
+	watchDone := make(chan error, 1)
+	go func() {
+		watchDone <- s.Watch(wctx, key, func(v []byte, _ uint64) {
+			gotMu.Lock()
+			got = append(got, string(v))
+			gotMu.Unlock()
+		})
+	}()
+
+	r1, ok, err := s.Put(ctx, key, []byte("one"), 0)
+	if err != nil || !ok {
+		t.Fatalf("create: %v %v", ok, err)
+	}
+	if _, ok, err := s.Put(ctx, key, []byte("again"), 0); err != nil || ok {
+		t.Fatalf("second create = %v, %v; want a conflict", ok, err)
+	}
+	r2, ok, err := s.Put(ctx, key, []byte("two"), r1)
+	if err != nil || !ok || r2 <= r1 {
+		t.Fatalf("update at the current revision: %v %v", ok, err)
+	}
+	if _, ok, err := s.Put(ctx, key, []byte("stale"), r1); err != nil || ok {
+		t.Fatalf("update at an old revision = %v, %v; want a conflict", ok, err)
+	}
+	if v, rev, err := s.Get(ctx, key); err != nil || string(v) != "two" || rev != r2 {
+		t.Fatalf("Get = %q, %d, %v; want two at %d", v, rev, err, r2)
+	}
+	waitFor(t, "the watch to see both values", func() bool {
+		gotMu.Lock()
+		defer gotMu.Unlock()
+		return strings.Join(got, ",") == "one,two"
+	})
+	wcancel()
+	if err := <-watchDone; !errors.Is(err, context.Canceled) {
+		t.Errorf("Watch returned %v, want context.Canceled", err)
+	}
+	// A watch started later gets the current value first.
+	late := make(chan string, 1)
+	lctx, lcancel := context.WithCancel(ctx)
+	go func() {
+		_ = s.Watch(lctx, key, func(v []byte, _ uint64) {
+			select {
+			case late <- string(v):
+			default:
+			}
+		})
+	}()
+	select {
+	case v := <-late:
+		if v != "two" {
+			t.Errorf("a late watch got %q first, want two", v)
+		}
+	case <-time.After(waitTimeout):
+		t.Error("a late watch got nothing")
+	}
+	lcancel()
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, v := range violations {
+		t.Errorf("NATS error (missing permission?): %s", v)
+	}
+}
+
+func TestCredentialStoreWithoutJetStream(t *testing.T) {
+	ns := startServer(t) // the embedded server: JetStream off
+	nc := connect(t, ns)
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	if _, err := NewCredentialStore(ctx, nc, CredentialStoreConfig{}); !errors.Is(err, ErrNoJetStream) {
+		t.Fatalf("got %v, want ErrNoJetStream", err)
+	}
+}
