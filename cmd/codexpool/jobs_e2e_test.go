@@ -262,9 +262,9 @@ func TestE2EJobsPermissions(t *testing.T) {
 		JetStream: true, StoreDir: t.TempDir()}
 	opts.Users = []*server.User{
 		{Username: "worker", Password: "worker-pw", Permissions: &server.Permissions{
-			Publish: &server.SubjectPermission{Allow: []string{"codex.generate", "_INBOX.>", "$JS.API.>",
+			Publish: &server.SubjectPermission{Allow: []string{"codex.generate", "_INBOX.>", "codexpool.gate.>", "$JS.API.>",
 				"$JS.ACK.CODEXPOOL_JOBS.>", "$KV.CODEXPOOL_RESULTS.>", "replies.>"}},
-			Subscribe: &server.SubjectPermission{Allow: []string{"codex.generate", "codex.cancel", "_INBOX.>", "$SRV.>"}},
+			Subscribe: &server.SubjectPermission{Allow: []string{"codex.generate", "codex.cancel", "_INBOX.>", "$SRV.>", "codexpool.gate.>"}},
 		}},
 		{Username: "client", Password: "client-pw", Permissions: &server.Permissions{
 			Publish:   &server.SubjectPermission{Allow: []string{"codex.jobs.submit", "$JS.API.>", "$SRV.>"}},

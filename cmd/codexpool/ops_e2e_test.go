@@ -144,8 +144,8 @@ func TestE2ESecureNATSPermissions(t *testing.T) {
 	opts := &server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, NoSigs: true, NoLog: true}
 	opts.Users = []*server.User{
 		{Username: "worker", Password: "worker-pw", Permissions: &server.Permissions{
-			Publish:   &server.SubjectPermission{Allow: []string{"codex.generate", "_INBOX.>"}},
-			Subscribe: &server.SubjectPermission{Allow: []string{"codex.generate", "codex.cancel", "_INBOX.>", "$SRV.>"}},
+			Publish:   &server.SubjectPermission{Allow: []string{"codex.generate", "_INBOX.>", "codexpool.gate.>"}},
+			Subscribe: &server.SubjectPermission{Allow: []string{"codex.generate", "codex.cancel", "_INBOX.>", "$SRV.>", "codexpool.gate.>"}},
 		}},
 		{Username: "client", Password: "client-pw", Permissions: &server.Permissions{
 			Publish:   &server.SubjectPermission{Allow: []string{"codex.generate", "codex.cancel", "$SRV.>"}},
