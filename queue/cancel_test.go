@@ -19,7 +19,9 @@ type hanging struct {
 	ended   chan error
 }
 
-func newHanging() *hanging { return &hanging{started: make(chan string, 10), ended: make(chan error, 10)} }
+func newHanging() *hanging {
+	return &hanging{started: make(chan string, 10), ended: make(chan error, 10)}
+}
 
 func (h *hanging) Generate(ctx context.Context, r *schemas.Request, emit func([]byte) error) ([]byte, error) {
 	if emit != nil {
