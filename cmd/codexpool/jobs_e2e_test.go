@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -394,4 +396,59 @@ func TestE2EAskCtrlC(t *testing.T) {
 	if !errors.As(err, &ee) || ee.ExitCode() != 130 || !strings.Contains(out.String(), "cancelled") {
 		t.Errorf("ask after Ctrl-C: %v, output %q; want exit 130 saying cancelled", err, out.String())
 	}
+}
+
+// TestE2EClosedOrigin is issue 12's target 4: an origin that refuses every upgrade. Without a
+// Codex-Timeout, one request is answered 403 within 10 s; 50 at once are all answered within 10 s
+// with at most 15 upgrade attempts in all; once the origin accepts again, a request succeeds
+// within 10 s.
+func TestE2EClosedOrigin(t *testing.T) {
+	c := newCluster(t, codextest.Options{})
+	c.startWorker("w-closed", "CODEXPOOL_WS_REUSE=false")
+	c.sim.RejectNext(1<<30, 403, 0)
+	raw := func(input string) (*nats.Msg, time.Duration) {
+		start := time.Now()
+		m, err := c.nc.RequestMsg(&nats.Msg{Subject: "codex.generate", Data: request(input, nil), Header: nats.Header{}}, 30*time.Second)
+		if err != nil {
+			t.Errorf("%s: %v", input, err)
+			return nil, time.Since(start)
+		}
+		return m, time.Since(start)
+	}
+	m, took := raw("one")
+	if m == nil || m.Header.Get("Nats-Service-Error-Code") != "403" || took > 10*time.Second {
+		t.Fatalf("one request: %v after %s, want 403 within 10 s", m, took)
+	}
+	t.Logf("closed origin: one request answered 403 after %s, %d attempts", took.Round(time.Millisecond), c.sim.Stats().Rejected403)
+	before := c.sim.Stats().Rejected403
+	var wg sync.WaitGroup
+	var slowest atomic.Int64
+	var not403 atomic.Int64
+	for i := range 50 {
+		wg.Go(func() {
+			m, took := raw(fmt.Sprintf("many %d", i))
+			if m == nil || m.Header.Get("Nats-Service-Error-Code") != "403" {
+				not403.Add(1)
+			}
+			for d := int64(took); ; {
+				old := slowest.Load()
+				if d <= old || slowest.CompareAndSwap(old, d) {
+					break
+				}
+			}
+		})
+	}
+	wg.Wait()
+	attempts := c.sim.Stats().Rejected403 - before
+	t.Logf("closed origin: 50 concurrent answered within %s, %d upgrade attempts", time.Duration(slowest.Load()).Round(time.Millisecond), attempts)
+	if not403.Load() > 0 || time.Duration(slowest.Load()) > 10*time.Second || attempts > 15 {
+		t.Errorf("50 concurrent: %d not 403, slowest %s, %d attempts; want all 403 within 10 s, <= 15 attempts",
+			not403.Load(), time.Duration(slowest.Load()), attempts)
+	}
+	c.sim.Reset() // the origin opens again
+	m, took = raw("after reopening")
+	if m == nil || m.Header.Get("Nats-Service-Error-Code") != "" || took > 10*time.Second {
+		t.Errorf("after the origin reopened: %v after %s, want success within 10 s", m, took)
+	}
+	t.Logf("closed origin reopened: a request succeeded after %s", took.Round(time.Millisecond))
 }
