@@ -93,6 +93,7 @@ func (c *Client) dialOnce(ctx context.Context) (*conn, error) {
 	if resp != nil && resp.Body != nil {
 		_ = resp.Body.Close()
 	}
+	c.reportHeaderLimits(resp)
 	c.upgrades.Add(1)
 	ws.SetReadLimit(maxFrame)
 	c.log.Debug("codex: socket opened", "socket", id)
