@@ -21,7 +21,7 @@ func TestParseLimitHeaders(t *testing.T) {
 		{"none", map[string]string{"Content-Type": "text/plain"}, nil},
 		{"primary and secondary", map[string]string{
 			"X-Codex-Primary-Used-Percent": "42.5", "X-Codex-Primary-Window-Minutes": "300",
-			"X-Codex-Primary-Reset-At": "1700003600",
+			"X-Codex-Primary-Reset-At":       "1700003600",
 			"X-Codex-Secondary-Used-Percent": "7", "X-Codex-Secondary-Window-Minutes": "10080",
 			"X-Codex-Secondary-Reset-After-Seconds": "60",
 		}, []LimitWindow{
