@@ -372,6 +372,7 @@ func (w *Worker) noAccountLeft(last error, cooling *schemas.Error) error {
 	}
 	return e
 }
+
 // logGate writes the gate's decisions at debug level: how long a generation that dialed waited
 // and on how many attempts, and every change of the account's gate spacing (widened after a 403,
 // relaxed after sustained success). The gate package itself does no I/O.
