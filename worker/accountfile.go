@@ -37,14 +37,15 @@ func LoadAccounts(path string, getenv func(string) string) ([]Account, error) {
 // ParseAccounts decodes an accounts file, YAML or JSON: a list of accounts, or an object whose
 // "accounts" key is that list.
 //
-//   - name: team-a                   # required, unique: shown in logs, metrics and errors
-//     auth_file: ~/.codex/auth.json  # a Codex CLI login, or:
-//   - name: team-b
-//     token_env: CODEX_TOKEN_B       # the name of an environment variable holding the token, or:
-//   - name: api
-//     token: sk-...                  # the token itself (keep the file private)
-//     account_id: 6f1c...            # optional: sent as ChatGPT-Account-Id
-//     max_used_percent: 80           # optional: never use it above 80% of a usage window
+//	accounts:                          # or the list alone at the top level
+//	  - name: team-a                   # required, unique: shown in logs, metrics and errors
+//	    auth_file: ~/.codex/auth.json  # a Codex CLI login, or:
+//	  - name: team-b
+//	    token_env: CODEX_TOKEN_B       # the name of an environment variable holding the token, or:
+//	  - name: api
+//	    token: sk-...                  # the token itself (keep the file private)
+//	    account_id: 6f1c...            # optional: sent as ChatGPT-Account-Id
+//	    max_used_percent: 80           # optional: never use it above 80% of a usage window
 //
 // Each account has exactly one of auth_file, token and token_env. getenv resolves token_env; an
 // unset or empty variable is an error. Unknown fields are errors. Every error names the field
