@@ -57,8 +57,16 @@ func runWorker(ctx context.Context, e env, args []string) error {
 		met = metrics.New(cfg.id(), getVersion())
 		obs = met
 	}
-	w, err := worker.New(cfg.worker(), worker.Options{Logger: log, Version: getVersion(), Observer: obs})
-	if errors.Is(err, codex.ErrNoCredentials) {
+	accts, err := cfg.accounts(e.getenv)
+	if err != nil {
+		return err
+	}
+	if accts != nil && (cfg.CodexToken != "" || cfg.CodexAccountID != "") {
+		log.Warn("CODEXPOOL_CODEX_TOKEN and CODEXPOOL_CODEX_ACCOUNT_ID are ignored: CODEXPOOL_ACCOUNTS lists the accounts",
+			"accounts_file", cfg.Accounts)
+	}
+	w, err := worker.New(cfg.worker(accts), worker.Options{Logger: log, Version: getVersion(), Observer: obs})
+	if errors.Is(err, codex.ErrNoCredentials) && accts == nil {
 		return fmt.Errorf("%w (set CODEXPOOL_CODEX_TOKEN, or CODEXPOOL_CODEX_AUTH_FILE to a Codex CLI login)", err)
 	}
 	if err != nil {
@@ -115,7 +123,8 @@ func runWorker(ctx context.Context, e env, args []string) error {
 		met.SetSources(metrics.Sources{
 			Service:  svc.Stats,
 			Upstream: w.UpstreamStats,
-			Gate:     w.Gate().Snapshot,
+			Gate:     w.GateSnapshot,
+			Accounts: w.AccountStats,
 			NATS:     nc,
 			Ready: func() bool {
 				return serving.Load() && nc.IsConnected() && !svc.Stats().Draining
