@@ -2,7 +2,9 @@ package worker
 
 import (
 	"container/list"
+	"context"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -22,6 +24,7 @@ type account struct {
 	gate     *gate.Gate
 	codex    *codex.Client
 	lim      *limitState // guarded by router.mu
+	starting int         // generations committed to it without a first event yet; guarded by router.mu
 
 	requests, completed     atomic.Int64 // generations started on the account; of those, completed
 	limited, unauthorized   atomic.Int64 // refusals for limits (429) and credentials (401)
@@ -39,20 +42,31 @@ type router struct {
 	mu       sync.Mutex
 	accounts []*account
 	affinity *affinity
+	holders  int           // generations waiting in hold
+	wake     chan struct{} // closed (and replaced) when a held generation should look again
 }
+
+// holdCheck is how often a held generation looks again even without a wake-up (a gate's spacing
+// relaxes, a cooldown ends, without an event of ours).
+const holdCheck = 50 * time.Millisecond
 
 // choice is a candidate account and what routing compares.
 type choice struct {
 	a        *account
-	delay    time.Duration // 0 = can start now: an idle pooled socket, or a gate that lets it through
+	delay    time.Duration // below startSlack = can start now: an idle pooled socket, or a gate that lets it through
 	share    float64       // headroom per generation in flight after this one: larger is better
 	headroom float64
 }
 
+// startSlack is the resolution at which start delays are compared. Estimates below it are
+// noise (a handshake or two in flight); ranking on them would send a whole burst, picked within
+// a millisecond, to whichever gate happened to look free.
+const startSlack = 20 * time.Millisecond
+
 // better reports whether c should win over d.
 func (c choice) better(d choice) bool {
 	switch {
-	case c.delay != d.delay:
+	case c.delay/startSlack != d.delay/startSlack:
 		return c.delay < d.delay
 	case c.share != d.share:
 		return c.share > d.share
@@ -62,46 +76,72 @@ func (c choice) better(d choice) bool {
 	return c.a.index < d.a.index
 }
 
-// startDelay estimates how long a new generation on a would wait to start: 0 with an idle pooled
+// readiness estimates how long a new generation on a would wait to start: 0 with an idle pooled
 // socket (no upgrade) or a gate that grants a permit at once, else the gate's queue times its
-// spacing. An estimate for ranking only; the gate itself decides.
-func startDelay(a *account) time.Duration {
+// spacing. take is false when a already has as many generations starting (committed, no first
+// event yet) as its gate lets upgrade at once: more would only queue in that gate, while another
+// account's gate may free up first. Estimates for ranking only; the gate itself decides.
+// r.mu is held.
+func (r *router) readiness(a *account) (delay time.Duration, take bool) {
 	if a.codex.Stats().Idle > 0 {
-		return 0
+		return 0, true
 	}
 	s := a.gate.Snapshot()
 	if s.Mode == gate.Off {
-		return 0
+		return 0, true
 	}
+	take = !r.holding() || a.starting < startLimit(s)
 	pending := s.Queued
 	if s.Window > 0 && s.InFlight >= s.Window {
 		pending += s.InFlight - s.Window + 1
 	}
 	if pending == 0 && s.Spacing == 0 {
-		return 0
+		return 0, take
 	}
-	return time.Duration(pending+1) * max(s.Spacing, time.Millisecond)
+	return time.Duration(pending+1) * max(s.Spacing, time.Millisecond), take
 }
+
+// startLimit is how many generations may be starting on an account with gate state s: the
+// adaptive gate's window, one while another gate paces, no limit otherwise.
+func startLimit(s gate.Snapshot) int {
+	switch {
+	case s.Window > 0:
+		return s.Window
+	case s.Spacing > 0:
+		return 1
+	}
+	return math.MaxInt
+}
+
+// holding reports whether generations wait in the worker for an account to free up, rather than
+// in one account's gate: only with several accounts under Config.Accounts.
+func (r *router) holding() bool { return r.enforce && len(r.accounts) > 1 }
 
 // pick chooses the account for a generation with prompt cache key (may be empty) at now, leaving
 // out the accounts in tried, and counts the generation as started on it (release it with
-// finish). With no account to use it returns nil and, when every account left is cooling down,
-// the error to answer with (429, or 401 when credentials were the reason).
+// started at its first event and finish at its end). hold is true when accounts are usable but
+// none can take it yet: wait in hold and pick again. With no account to use it returns nil and,
+// when every account left is cooling down, the error to answer with (429, or 401 when
+// credentials were the reason).
 //
 // The rules, in order:
 //  1. Accounts cooling down are left out, and so are accounts on their last call that already
 //     run a generation.
-//  2. A key that an account served last goes to it again, if it can start at once.
-//  3. The account that can start soonest wins; among those, the one with the most headroom per
+//  2. With several accounts, one whose gate already has as many upgrades starting as it lets
+//     through at once takes no more for now: the generation waits for whichever account frees
+//     up first, instead of queueing behind one gate.
+//  3. A key that an account served last goes to it again, if it can start at once.
+//  4. The account that can start soonest wins; among those, the one with the most headroom per
 //     generation in flight (so load spreads, and an account near its limit gets less of it);
 //     then the most headroom; then the order of the configuration.
 //
 // Accounts on their last call are used concurrently only when nothing else is left.
-func (r *router) pick(now time.Time, key string, tried []*account) (*account, *schemas.Error) {
+func (r *router) pick(now time.Time, key string, tried []*account) (a *account, hold bool, cerr *schemas.Error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var best, busy *choice
 	var first *account // the cooling account usable first
+	full := false       // an account is usable but cannot take more now
 	for _, a := range r.accounts {
 		if slices.Contains(tried, a) {
 			continue
@@ -123,29 +163,82 @@ func (r *router) pick(now time.Time, key string, tried []*account) (*account, *s
 			}
 			continue
 		}
-		c.delay = startDelay(a)
+		var take bool
+		if c.delay, take = r.readiness(a); !take {
+			full = true
+			continue
+		}
 		if best == nil || c.better(*best) {
 			best = &c
 		}
 	}
 	if key != "" && best != nil {
-		if a := r.affinity.get(key); a != nil && a != best.a && !slices.Contains(tried, a) && r.usable(a, now) && startDelay(a) == 0 {
-			best = &choice{a: a}
+		if a := r.affinity.get(key); a != nil && a != best.a && !slices.Contains(tried, a) && r.usable(a, now) {
+			if d, take := r.readiness(a); take && d < startSlack {
+				best = &choice{a: a}
+			}
 		}
+	}
+	if best == nil && full {
+		return nil, true, nil
 	}
 	if best == nil {
 		best = busy
 	}
 	if best != nil {
 		best.a.lim.started()
+		best.a.starting++
 		best.a.requests.Add(1)
-		return best.a, nil
+		return best.a, false, nil
 	}
 	if first == nil {
-		return nil, nil
+		return nil, false, nil
 	}
 	first.fasts.Add(1)
-	return nil, r.coolingError(first, now)
+	return nil, false, r.coolingError(first, now)
+}
+
+// hold waits until a held generation should pick again: something freed up, holdCheck passed,
+// or ctx is done (its error is returned).
+func (r *router) hold(ctx context.Context) error {
+	r.mu.Lock()
+	if r.wake == nil {
+		r.wake = make(chan struct{})
+	}
+	wake := r.wake
+	r.holders++
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.holders--
+		r.mu.Unlock()
+	}()
+	t := time.NewTimer(holdCheck)
+	defer t.Stop()
+	select {
+	case <-wake:
+	case <-t.C:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
+}
+
+// wakeLocked tells the held generations to look again. r.mu is held.
+func (r *router) wakeLocked() {
+	if r.holders > 0 && r.wake != nil {
+		close(r.wake)
+		r.wake = make(chan struct{})
+	}
+}
+
+// started records that a generation committed to a has its first event (or ended without one):
+// it is no longer starting.
+func (r *router) started(a *account) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	a.starting--
+	r.wakeLocked()
 }
 
 // usable reports whether a takes a generation at now: not cooling down, and not on its last
@@ -191,6 +284,7 @@ func (r *router) finish(a *account, key string, completed bool) {
 	if completed && key != "" {
 		r.affinity.put(key, a)
 	}
+	r.wakeLocked()
 }
 
 // refuse records that the origin refused a: it cools down (with Config.Accounts) until the

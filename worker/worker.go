@@ -249,6 +249,7 @@ func (w *Worker) Generate(ctx context.Context, req *schemas.Request, emit func(e
 		events++
 		if events == 1 {
 			firstType = ev.Type
+			w.router.started(a)
 		}
 		if emit == nil {
 			return nil
@@ -260,7 +261,17 @@ func (w *Worker) Generate(ctx context.Context, req *schemas.Request, emit func(e
 		return emit(ev.Data)
 	}
 	for {
-		next, cerr := w.router.pick(time.Now(), key, tried)
+		next, hold, cerr := w.router.pick(time.Now(), key, tried)
+		if hold {
+			t := time.Now()
+			herr := w.router.hold(ctx)
+			total.GateWait += time.Since(t)
+			if herr != nil {
+				err = herr
+				break
+			}
+			continue
+		}
 		if next == nil {
 			err = w.noAccountLeft(err, cerr)
 			break
@@ -269,6 +280,9 @@ func (w *Worker) Generate(ctx context.Context, req *schemas.Request, emit func(e
 		tried = append(tried, a)
 		events, firstType, held = 0, "", nil
 		res, err = a.codex.Generate(ctx, frame, onEvent)
+		if events == 0 {
+			w.router.started(a) // it never got that far
+		}
 		if res != nil {
 			started = true
 			total.Attempts += res.Attempts
@@ -305,7 +319,7 @@ func (w *Worker) Generate(ctx context.Context, req *schemas.Request, emit func(e
 			err = schemas.Errorf(schemas.CodeUpstreamError, "response.completed carried a bad response object: %v", err)
 		}
 	}
-	if started {
+	if started || total.GateWait > 0 {
 		res = &total
 	}
 	d := time.Since(start)

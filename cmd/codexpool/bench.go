@@ -23,6 +23,7 @@ Examples:
   codexpool bench --compare fixed,adaptive --concurrency 30 --latency 1s --reuse=false
   codexpool bench --concurrency 1,10,100,500,1000 --latency 1s --requests 0 --plot sweep.svg
   codexpool bench --compare reference,adaptive --reuse=false --upgrade-rate 5 --upgrade-burst 5 --latency 500ms --concurrency 60
+  codexpool bench --accounts two.yaml --account-counts 1,2 --reuse=false --latency 500ms --concurrency 60
 `
 
 func runBench(ctx context.Context, e env, args []string) error {
@@ -71,10 +72,25 @@ func benchFlags(fs *flags) (*benchOptions, func() error) {
 	fs.Float64Var(&cfg.Rate, "rate", 10, "arrivals per second with --duration")
 	sched := fs.String("limit-schedule", "", "change the origin's upgrade limit during the load, e.g. \"20s:50/50,40s:5/5\" (offset:rate/burst)")
 	fs.BoolVar(&o.timeline, "timeline", false, "print upgrades accepted/rejected per second")
+	accountsFile := fs.String("accounts", "", "the simulator's accounts file (as for sim --accounts; every account needs a token); the workers get them as CODEXPOOL_ACCOUNTS")
+	acctCounts := fs.String("account-counts", "", "with --accounts: run each scenario with the workers using the first N accounts, for each N of this comma list (e.g. 1,2; default all)")
 	cfg.Sim = codextest.Options{Latency: time.Second}
 	cfg.Sim.BindFlags(fs.FlagSet)
 	return o, func() error {
 		var err error
+		if *accountsFile != "" {
+			if cfg.Accounts, err = codextest.LoadAccounts(*accountsFile); err != nil {
+				return fmt.Errorf("--accounts: %v", err)
+			}
+		}
+		if *acctCounts != "" {
+			if *accountsFile == "" {
+				return fmt.Errorf("--account-counts needs --accounts")
+			}
+			if cfg.AccountCounts, err = bench.ParseCounts(*acctCounts); err != nil {
+				return fmt.Errorf("--account-counts: %v", err)
+			}
+		}
 		if cfg.Schedule, err = bench.ParseSchedule(*sched); err != nil {
 			return fmt.Errorf("--limit-schedule: %v", err)
 		}

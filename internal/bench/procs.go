@@ -29,6 +29,9 @@ func workerEnv(cfg Config, natsURL, subject, originURL, mode string, i int) []st
 	if token == "" {
 		token = "sim-token"
 	}
+	if cfg.accountsFile != "" {
+		env = append(env, "CODEXPOOL_ACCOUNTS="+cfg.accountsFile)
+	}
 	return append(env,
 		"CODEXPOOL_NATS_URL="+natsURL,
 		"CODEXPOOL_SUBJECT="+subject,
