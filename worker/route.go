@@ -141,7 +141,7 @@ func (r *router) pick(now time.Time, key string, tried []*account) (a *account, 
 	defer r.mu.Unlock()
 	var best, busy *choice
 	var first *account // the cooling account usable first
-	full := false       // an account is usable but cannot take more now
+	full := false      // an account is usable but cannot take more now
 	for _, a := range r.accounts {
 		if slices.Contains(tried, a) {
 			continue
