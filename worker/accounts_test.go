@@ -437,7 +437,7 @@ func TestAccountsShareABurst(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a timed burst")
 	}
-	const rate, n = 10, 60
+	const rate, n = 5, 40
 	burst := func(names ...string) time.Duration {
 		var accts []codextest.Account
 		for _, name := range names {
