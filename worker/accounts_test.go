@@ -103,9 +103,10 @@ func TestAccountsSpreadABurst(t *testing.T) {
 		}
 	}
 	for _, n := range []string{"a", "b", "c"} {
-		// Even, give or take what the gates' windows say about starting at once.
-		if got := sim.AccountStats(n).Completed; got < 8 || got > 12 {
-			t.Errorf("account %s completed %d of the 30, want about 10 (a burst spreads evenly)", n, got)
+		// Even, give or take which gate frees up first: none gets under half or over one and a
+		// half times its share.
+		if got := sim.AccountStats(n).Completed; got < 5 || got > 15 {
+			t.Errorf("account %s completed %d of the 30, want about 10 (a burst spreads over the accounts)", n, got)
 		}
 	}
 }

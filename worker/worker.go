@@ -300,6 +300,7 @@ func (w *Worker) Generate(ctx context.Context, req *schemas.Request, emit func(e
 			break
 		}
 		a.moved.Add(1)
+		held = nil // the refusal stays invisible
 		w.log.LogAttrs(ctx, slog.LevelDebug, "account refused the request; moving on",
 			slog.String("request_id", req.ID), slog.String("account", a.name), slog.String("reason", reason),
 			slog.String("error", err.Error()))
