@@ -468,3 +468,33 @@ func TestAccountsShareABurst(t *testing.T) {
 		t.Errorf("two accounts were %.2fx as fast as one, want about 2x (at least 1.5x)", ratio)
 	}
 }
+
+// TestAccountsStreamKeepsOtherErrorEvents: an error event that is not a refusal for limits or
+// credentials reaches a streaming client as it did before accounts, and names the account.
+func TestAccountsStreamKeepsOtherErrorEvents(t *testing.T) {
+	sim := newAccountsSim(t, codextest.Options{}, simAccount("a"), simAccount("b"))
+	w := newAccountsWorker(t, sim, worker.Config{}, "a", "b")
+	r, err := validateRequest(`{"input":"x","stream":true,"metadata":{"sim_fault":"error"}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var types []string
+	_, err = w.Generate(testCtx(t), r, func(ev []byte) error {
+		var e schemas.Event
+		if err := json.Unmarshal(ev, &e); err != nil {
+			return err
+		}
+		types = append(types, e.Type)
+		return nil
+	})
+	e, ok := schemas.AsError(err)
+	if !ok || e.Code != schemas.CodeUpstreamError || e.Account != "a" {
+		t.Fatalf("got %v (account %q), want the origin's upstream_error naming account a", err, e.Account)
+	}
+	if len(types) != 1 || types[0] != "error" {
+		t.Errorf("events %v, want the error event passed on", types)
+	}
+	if st := accountStats(w, "a"); st.CoolingDown || st.Moved != 0 {
+		t.Errorf("a: %+v, want no cooldown and no move for a server error", st)
+	}
+}

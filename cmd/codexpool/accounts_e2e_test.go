@@ -1,8 +1,10 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -200,5 +202,37 @@ func TestE2EAccountsFileRefused(t *testing.T) {
 				t.Fatalf("the output leaks a token:\n%s", out)
 			}
 		})
+	}
+}
+
+// TestBenchAccounts runs `codexpool bench --accounts --account-counts` (the target 3 setup, small
+// and fast): one row per account count, every request answered by the workers using that many
+// of the simulator's accounts.
+func TestBenchAccounts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test")
+	}
+	file := writeAccounts(t, fmt.Sprintf("- {name: a, token: %s, upgrade_rate: 50}\n- {name: b, token: %s, upgrade_rate: 50}\n", acctToken("a"), acctToken("b")))
+	out, err := exec.Command(binPath, "bench", "--accounts", file, "--account-counts", "1,2", "--reuse=false",
+		"--requests", "20", "--concurrency", "10", "--latency", "50ms", "--json", "--quiet").Output()
+	if err != nil {
+		t.Fatalf("bench: %v\n%s", err, out)
+	}
+	var results []struct {
+		Accounts int `json:"accounts"`
+		OK       int `json:"ok"`
+		Failed   int `json:"failed"`
+		Upgrades int `json:"upgrades_accepted"`
+	}
+	if err := json.Unmarshal(out, &results); err != nil {
+		t.Fatalf("bench --json: %v\n%s", err, out)
+	}
+	if len(results) != 2 || results[0].Accounts != 1 || results[1].Accounts != 2 {
+		t.Fatalf("results %+v, want one row for 1 account and one for 2", results)
+	}
+	for _, r := range results {
+		if r.OK != 20 || r.Failed != 0 || r.Upgrades != 20 {
+			t.Errorf("%d accounts: %+v, want 20 ok over 20 upgrades", r.Accounts, r)
+		}
 	}
 }
