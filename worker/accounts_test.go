@@ -498,3 +498,21 @@ func TestAccountsStreamKeepsOtherErrorEvents(t *testing.T) {
 		t.Errorf("a: %+v, want no cooldown and no move for a server error", st)
 	}
 }
+
+// TestAccountsMoveOnUpgrade429: an HTTP 429 on the upgrade moves the request too, and the
+// account cools down for the Retry-After the origin sent, not for the fallback.
+func TestAccountsMoveOnUpgrade429(t *testing.T) {
+	sim := newAccountsSim(t, codextest.Options{}, simAccount("a"), simAccount("b"))
+	w := newAccountsWorker(t, sim, worker.Config{Cooldown: time.Hour}, "a", "b")
+	sim.RejectNext(1, 429, 3*time.Second)
+	if err := generate(testCtx(t), w, "hi", ""); err != nil {
+		t.Fatalf("got %v, want the request moved to b", err)
+	}
+	st := accountStats(w, "a")
+	if left := time.Until(st.CooldownUntil); !st.CoolingDown || left > 3*time.Second || left < 2*time.Second {
+		t.Errorf("a: cooling %v for %s more, want about 3s (the Retry-After)", st.CoolingDown, left)
+	}
+	if b := sim.AccountStats("b").Completed; b != 1 {
+		t.Errorf("b completed %d, want 1", b)
+	}
+}

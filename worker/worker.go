@@ -193,11 +193,12 @@ func checkAccounts(accts []Account) error {
 	return nil
 }
 
-// onLimits records a usage report of a's origin and logs a cooldown it begins.
+// onLimits records a usage report of a's origin and logs a cooldown it begins (with
+// Config.Accounts: the shortcut's logs stay as they were before accounts).
 func (w *Worker) onLimits(a *account, l codex.Limits) {
 	now := time.Now()
 	grew, until, why := w.router.observe(a, l, now)
-	if w.log.Enabled(context.Background(), slog.LevelDebug) {
+	if w.router.enforce && w.log.Enabled(context.Background(), slog.LevelDebug) {
 		for _, win := range l.Windows {
 			w.log.Debug("account usage", "account", a.name, "limit", win.Limit, "window_minutes", win.Minutes,
 				"used_percent", win.UsedPercent, "reset_at", win.ResetAt)
