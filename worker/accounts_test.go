@@ -518,3 +518,51 @@ func TestAccountsMoveOnUpgrade429(t *testing.T) {
 		t.Errorf("b completed %d, want 1", b)
 	}
 }
+
+// TestAccountsStatsData: the service's stats carry every account, JSON-encodable, without a
+// credential.
+func TestAccountsStatsData(t *testing.T) {
+	hour := codextest.Window{Length: time.Hour, Budget: 100}
+	sim := newAccountsSim(t, codextest.Options{}, simAccount("a", hour), simAccount("b", hour))
+	if err := sim.SetUsage("a", 0, 100); err != nil {
+		t.Fatal(err)
+	}
+	w := newAccountsWorker(t, sim, worker.Config{}, "a", "b")
+	if err := generate(testCtx(t), w, "hi", ""); err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(w.StatsData())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var data struct {
+		Upstream struct {
+			Upgrades int `json:"upgrades"`
+		} `json:"upstream"`
+		Accounts []struct {
+			Name        string `json:"name"`
+			CoolingDown bool   `json:"cooling_down"`
+			LeftMS      int64  `json:"cooldown_left_ms"`
+			Windows     []struct {
+				Minutes int     `json:"window_minutes"`
+				Used    float64 `json:"used_percent"`
+			} `json:"windows"`
+			Upstream struct {
+				Upgrades int `json:"upgrades"`
+			} `json:"upstream"`
+		} `json:"accounts"`
+	}
+	if err := json.Unmarshal(b, &data); err != nil {
+		t.Fatal(err)
+	}
+	if len(data.Accounts) != 2 || data.Accounts[0].Name != "a" || !data.Accounts[0].CoolingDown || data.Accounts[0].LeftMS < 50*60*1000 ||
+		len(data.Accounts[1].Windows) != 1 || data.Accounts[1].Windows[0].Minutes != 60 || data.Upstream.Upgrades != 2 ||
+		data.Accounts[0].Upstream.Upgrades != 1 {
+		t.Errorf("stats data %s", b)
+	}
+	for _, n := range []string{"a", "b"} {
+		if strings.Contains(string(b), tokenOf(n)) {
+			t.Errorf("stats data holds a token: %s", b)
+		}
+	}
+}
