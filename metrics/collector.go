@@ -1,6 +1,9 @@
 package metrics
 
 import (
+	"strconv"
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -19,6 +22,10 @@ type snapshots struct {
 	jobs, jobsRunning                             *prometheus.Desc
 	transport, httpResponses, unauthorized        *prometheus.Desc
 	refreshes, outOfService                       *prometheus.Desc
+
+	acctUsed, acctCooling, acctCooldown, acctLastCall, acctInflight *prometheus.Desc
+	acctRequests, acctCompleted, acctRejections, acctMoved          *prometheus.Desc
+	acctUpgrades, acctGateSpacing                                   *prometheus.Desc
 }
 
 func newSnapshots(m *Metrics, worker, version string) *snapshots {
@@ -67,8 +74,19 @@ func newSnapshots(m *Metrics, worker, version string) *snapshots {
 		natsReconnects: d("nats_reconnects_total", "Reconnections of the worker's NATS connection."),
 		natsConnected:  d("nats_connected", "1 while the NATS connection is up."),
 
-		jobs:        d("jobs_total", "Durable jobs by event: pulled, acked (result written first), skipped (result existed), retried (handed back with a delay), released (handed back at shutdown), terminated (no result possible), redelivered (received again).", "event"),
-		jobsRunning: d("jobs_running", "Durable jobs running now (each holds an in-flight slot)."),
+		jobs:            d("jobs_total", "Durable jobs by event: pulled, acked (result written first), skipped (result existed), retried (handed back with a delay), released (handed back at shutdown), terminated (no result possible), redelivered (received again).", "event"),
+		jobsRunning:     d("jobs_running", "Durable jobs running now (each holds an in-flight slot)."),
+		acctUsed:        d("account_used_percent", "Share of a usage window used, as the origin last reported it, per account, limit family and window length.", "account", "limit", "window_minutes"),
+		acctCooling:     d("account_cooling_down", "1 while the account is cooling down (exhausted or refused): no request goes to it.", "account"),
+		acctCooldown:    d("account_cooldown_seconds", "Seconds left of the account's cooldown; 0 when it is not cooling down.", "account"),
+		acctLastCall:    d("account_last_call", "1 while the next generation could reach the account's max_used_percent: it runs one at a time.", "account"),
+		acctInflight:    d("account_inflight", "Generations running on the account now.", "account"),
+		acctRequests:    d("account_requests_total", "Generations started on the account (a request that moved counts on every account it tried).", "account"),
+		acctCompleted:   d("account_completed_total", "Generations the account completed.", "account"),
+		acctRejections:  d("account_rejections_total", "Generations the origin refused for the account's limits (429) or credentials (401), by reason: limits, credentials.", "account", "reason"),
+		acctMoved:       d("account_moved_total", "Refused generations that moved on to another account.", "account"),
+		acctUpgrades:    d("account_upgrades_total", "The account's upgrade attempts by result: ok, forbidden (403).", "account", "result"),
+		acctGateSpacing: d("account_gate_spacing_seconds", "The account's connect gate spacing.", "account"),
 	}
 }
 
@@ -79,8 +97,9 @@ func (s *snapshots) Describe(ch chan<- *prometheus.Desc) {
 		s.gatePeers, s.gateFleet, s.gateClosed, s.gateSignals,
 		s.upgrades, s.retries, s.socketsOpen, s.socketsIdle, s.reused, s.discarded,
 		s.natsReconnects, s.natsConnected, s.jobs, s.jobsRunning,
-		s.natsReconnects, s.natsConnected, s.transport, s.httpResponses, s.unauthorized,
-		s.refreshes, s.outOfService,
+		s.transport, s.httpResponses, s.unauthorized, s.refreshes, s.outOfService,
+		s.acctUsed, s.acctCooling, s.acctCooldown, s.acctLastCall, s.acctInflight, s.acctRequests,
+		s.acctCompleted, s.acctRejections, s.acctMoved, s.acctUpgrades, s.acctGateSpacing,
 	} {
 		ch <- d
 	}
@@ -158,6 +177,26 @@ func (s *snapshots) Collect(ch chan<- prometheus.Metric) {
 			counter(s.refreshes, float64(c.Refreshes), "ok")
 			counter(s.refreshes, float64(c.RefreshFailures), "failed")
 			gauge(s.outOfService, b(c.OutOfService))
+		}
+	}
+	if src.Accounts != nil {
+		now := time.Now()
+		for _, a := range src.Accounts() {
+			for _, w := range a.Windows {
+				gauge(s.acctUsed, w.UsedPercent, a.Name, w.Limit, strconv.Itoa(w.Minutes))
+			}
+			gauge(s.acctCooling, b(a.CoolingDown), a.Name)
+			gauge(s.acctCooldown, a.CooldownLeft(now).Seconds(), a.Name)
+			gauge(s.acctLastCall, b(a.LastCall), a.Name)
+			gauge(s.acctInflight, float64(a.Inflight), a.Name)
+			counter(s.acctRequests, float64(a.Requests), a.Name)
+			counter(s.acctCompleted, float64(a.Completed), a.Name)
+			counter(s.acctRejections, float64(a.Limited), a.Name, "limits")
+			counter(s.acctRejections, float64(a.Unauthorized), a.Name, "credentials")
+			counter(s.acctMoved, float64(a.Moved), a.Name)
+			counter(s.acctUpgrades, float64(a.Upstream.Upgrades), a.Name, "ok")
+			counter(s.acctUpgrades, float64(a.Upstream.Forbidden), a.Name, "forbidden")
+			gauge(s.acctGateSpacing, a.Gate.Spacing.Seconds(), a.Name)
 		}
 	}
 	if src.NATS != nil {

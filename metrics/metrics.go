@@ -6,8 +6,10 @@
 // address.
 //
 // Most series are read at scrape time from the snapshots the pool already keeps (queue.Service
-// Stats, the Codex client's Stats, the gate's Snapshot, the NATS connection's statistics), so they
-// cannot drift from `nats micro stats`. Only what no snapshot holds — latency, time to the first
+// Stats, the Codex clients' Stats, the gates' Snapshots, the accounts' state, the NATS
+// connection's statistics), so they cannot drift from `nats micro stats`. Series without an
+// account label sum over the worker's accounts (the gate's spacing is the widest); the
+// codexpool_account_* series have one per account. Only what no snapshot holds — latency, time to the first
 // upstream event and gate wait, as histograms — is observed per generation.
 package metrics
 
@@ -35,6 +37,9 @@ type Sources struct {
 	Service  func() queue.Stats
 	Upstream func() codex.Stats
 	Gate     func() gate.Snapshot
+	// Accounts are the worker's accounts (worker.Worker.AccountStats), exported with an account
+	// label.
+	Accounts func() []worker.AccountStats
 	NATS     NATSConn
 	// Ready reports whether the worker takes requests: connected, subscribed, not draining.
 	// Nil means not ready.

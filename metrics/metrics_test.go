@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -37,15 +38,21 @@ type pool struct {
 
 func newPool(t *testing.T) *pool {
 	t.Helper()
+	sim := codextest.NewServer(codextest.Options{Token: "tok", Latency: 20 * time.Millisecond})
+	t.Cleanup(sim.Close)
+	return newPoolFor(t, sim, worker.Config{Token: "tok"})
+}
+
+// newPoolFor is newPool with the worker's credentials in cfg, against sim.
+func newPoolFor(t *testing.T, sim *codextest.Server, cfg worker.Config) *pool {
+	t.Helper()
 	ns, err := queue.StartEmbedded("127.0.0.1:0", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	sim := codextest.NewServer(codextest.Options{Token: "tok", Latency: 20 * time.Millisecond})
-	t.Cleanup(sim.Close)
 
-	cfg := worker.Config{ID: "w-metrics", URL: sim.URL, Token: "tok", MaxIdleSockets: 256}
+	cfg.ID, cfg.URL, cfg.MaxIdleSockets = "w-metrics", sim.URL, 256
 	m := metrics.New(cfg.ID, "test")
 	w, err := worker.New(cfg, worker.Options{Observer: m})
 	if err != nil {
@@ -79,7 +86,7 @@ func newPool(t *testing.T) *pool {
 	}
 	t.Cleanup(func() { _ = svc.Shutdown(context.Background()) })
 	m.SetSources(metrics.Sources{
-		Service: svc.Stats, Upstream: w.UpstreamStats, Gate: w.Gate().Snapshot, NATS: nc,
+		Service: svc.Stats, Upstream: w.UpstreamStats, Gate: w.GateSnapshot, Accounts: w.AccountStats, NATS: nc,
 		Ready: func() bool { return nc.IsConnected() && !svc.Stats().Draining },
 	})
 	p.svc = svc
@@ -237,4 +244,65 @@ func TestReadyzDuringShutdown(t *testing.T) {
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	testutil.WaitFor(t, waitTimeout, what, cond)
+}
+
+// TestAccountSeries runs a worker with two accounts, the first exhausted: the request moves to
+// the second, and the per-account series say so; the series without an account label sum over
+// both.
+func TestAccountSeries(t *testing.T) {
+	hour := codextest.Window{Length: time.Hour, Budget: 100}
+	sim := codextest.NewServer(codextest.Options{Accounts: []codextest.Account{
+		{Name: "team-a", Token: "tok-a-0123456789", Windows: []codextest.Window{hour}},
+		{Name: "team-b", Token: "tok-b-0123456789", Windows: []codextest.Window{hour}},
+	}})
+	t.Cleanup(sim.Close)
+	if err := sim.SetUsage("team-a", 0, 100); err != nil {
+		t.Fatal(err)
+	}
+	if err := sim.SetUsage("team-b", 0, 42); err != nil {
+		t.Fatal(err)
+	}
+	p := newPoolFor(t, sim, worker.Config{Accounts: []worker.Account{
+		{Name: "team-a", Token: "tok-a-0123456789"}, {Name: "team-b", Token: "tok-b-0123456789"},
+	}})
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	for i := range 3 {
+		if _, err := p.client.Generate(ctx, []byte(`{"input":"hello `+strconv.Itoa(i)+`"}`), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := p.scrape(t)
+	want := map[string]float64{
+		`codexpool_account_cooling_down{account="team-a"}`:                                   1,
+		`codexpool_account_cooling_down{account="team-b"}`:                                   0,
+		`codexpool_account_rejections_total{account="team-a",reason="limits"}`:               1,
+		`codexpool_account_rejections_total{account="team-b",reason="limits"}`:               0,
+		`codexpool_account_moved_total{account="team-a"}`:                                    1,
+		`codexpool_account_requests_total{account="team-a"}`:                                 1,
+		`codexpool_account_requests_total{account="team-b"}`:                                 3,
+		`codexpool_account_completed_total{account="team-b"}`:                                3,
+		`codexpool_account_upgrades_total{account="team-a",result="ok"}`:                     1,
+		`codexpool_account_upgrades_total{account="team-b",result="ok"}`:                     1,
+		`codexpool_account_used_percent{account="team-a",limit="codex",window_minutes="60"}`: 100,
+		`codexpool_account_used_percent{account="team-b",limit="codex",window_minutes="60"}`: 44,
+		`codexpool_upstream_upgrades_total{result="ok"}`:                                     2,
+		`codexpool_requests_total{code="ok"}`:                                                3,
+	}
+	for name, v := range want {
+		if g, ok := got[name]; !ok || g != v {
+			t.Errorf("%s = %v (present %v), want %v", name, g, ok, v)
+		}
+	}
+	if left := got[`codexpool_account_cooldown_seconds{account="team-a"}`]; left < 50*60 || left > 3602 {
+		t.Errorf("team-a cooldown seconds = %v, want about an hour (its window's reset)", left)
+	}
+	var lines []string
+	for name, v := range got {
+		if strings.HasPrefix(name, "codexpool_account_") {
+			lines = append(lines, name+" "+strconv.FormatFloat(v, 'g', -1, 64))
+		}
+	}
+	slices.Sort(lines)
+	t.Logf("per-account series:\n%s", strings.Join(lines, "\n"))
 }

@@ -71,6 +71,10 @@ type Error struct {
 	// UpstreamCode is the origin's own error code when the error came from the origin
 	// (e.g. "server_error", "usage_limit_reached"); empty otherwise.
 	UpstreamCode string
+	// Account is the name of the worker's account that answered (or, when every account is
+	// cooling down, the one usable first); empty when no account was involved. It is a name
+	// from the worker's configuration, never a credential.
+	Account string
 }
 
 // Errorf returns an *Error with code, the code's status and a formatted message.
@@ -106,11 +110,12 @@ type ErrorDetail struct {
 	Status       int    `json:"status"`
 	RetryAfterMS int64  `json:"retry_after_ms,omitempty"`
 	UpstreamCode string `json:"upstream_code,omitempty"`
+	Account      string `json:"account,omitempty"`
 }
 
 // Body returns the JSON error body of the contract for e.
 func (e *Error) Body() []byte {
-	d := ErrorDetail{Code: e.Code, Message: e.Message, Status: e.Status, UpstreamCode: e.UpstreamCode}
+	d := ErrorDetail{Code: e.Code, Message: e.Message, Status: e.Status, UpstreamCode: e.UpstreamCode, Account: e.Account}
 	if e.RetryAfter > 0 {
 		d.RetryAfterMS = e.RetryAfter.Milliseconds()
 		if d.RetryAfterMS == 0 {
@@ -131,7 +136,8 @@ func ParseErrorBody(body []byte) (*Error, error) {
 		return nil, errors.New("schemas: error body has no code")
 	}
 	e := &Error{Status: b.Error.Status, Code: b.Error.Code, Message: b.Error.Message,
-		RetryAfter: time.Duration(b.Error.RetryAfterMS) * time.Millisecond, UpstreamCode: b.Error.UpstreamCode}
+		RetryAfter: time.Duration(b.Error.RetryAfterMS) * time.Millisecond, UpstreamCode: b.Error.UpstreamCode,
+		Account: b.Error.Account}
 	if e.Status == 0 {
 		e.Status = e.Code.Status()
 	}

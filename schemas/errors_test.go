@@ -37,6 +37,9 @@ func TestErrorfBodyRoundTrip(t *testing.T) {
 			`{"error":{"code":"upstream_rate_limited","message":"slow down","status":429,"retry_after_ms":2500,"upstream_code":"usage_limit_reached"}}`},
 		{"sub-millisecond retry rounds up", &Error{Status: 429, Code: CodeWorkerBusy, Message: "full", RetryAfter: time.Microsecond},
 			`{"error":{"code":"worker_busy","message":"full","status":429,"retry_after_ms":1}}`},
+		{"account", &Error{Status: 429, Code: CodeUpstreamRateLimited, Message: "every account is cooling down",
+			RetryAfter: 30 * time.Second, UpstreamCode: "usage_limit_reached", Account: "team-b"},
+			`{"error":{"code":"upstream_rate_limited","message":"every account is cooling down","status":429,"retry_after_ms":30000,"upstream_code":"usage_limit_reached","account":"team-b"}}`},
 		{"carried status", &Error{Status: 400, Code: CodeUpstreamError, Message: "limit", UpstreamCode: "websocket_connection_limit_reached"},
 			`{"error":{"code":"upstream_error","message":"limit","status":400,"upstream_code":"websocket_connection_limit_reached"}}`},
 	}

@@ -91,3 +91,15 @@ func appendString(b []byte, s string) []byte {
 	b = append(b, s...)
 	return append(b, '"')
 }
+
+// PromptCacheKey returns the request's prompt_cache_key, "" when it has none or it is not a
+// string. Workers with several accounts send requests sharing a key to the same account, where
+// the origin's prompt cache for it lives.
+func (r *Request) PromptCacheKey() string {
+	if r == nil {
+		return ""
+	}
+	var k string
+	_ = json.Unmarshal(r.fields["prompt_cache_key"], &k)
+	return k
+}

@@ -1,9 +1,10 @@
-// Package worker runs generations: a validated request goes through the connect gate to a Codex
-// socket (pooled or new) and comes back as a one-shot response or a stream of events.
+// Package worker runs generations: a validated request goes to one of the worker's accounts,
+// through that account's connect gate to a Codex socket (pooled or new), and comes back as a
+// one-shot response or a stream of events.
 //
-// Call New with a Config; the Worker's Generate method is what the NATS service (package queue)
-// calls for every request. The Worker knows nothing of NATS: queue owns subjects, replies and
-// in-flight limits.
+// Call New with a Config (LoadAccounts reads an accounts file into Config.Accounts); the
+// Worker's Generate method is what the NATS service (package queue) calls for every request. The
+// Worker knows nothing of NATS: queue owns subjects, replies and in-flight limits.
 package worker
 
 import (
@@ -13,6 +14,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
+	"net/http"
 	"sync/atomic"
 	"time"
 
@@ -21,20 +24,19 @@ import (
 	"github.com/codexpool/codexpool/worker/codex"
 )
 
-// Worker runs generations against one Codex origin. Safe for concurrent use.
+// Worker runs generations against one Codex origin with one or more accounts. Safe for concurrent
+// use.
 type Worker struct {
-	cfg   Config
-	id    string
-	log   *slog.Logger
-	gate  *gate.Gate
-	codex *codex.Client
-	auth  *codex.Auth // nil with a fixed token
-	obs   Observer
+	cfg    Config
+	id     string
+	log    *slog.Logger
+	router *router
+	obs    Observer
+	coord  codex.Coordinator // shares logins between workers; nil = each worker on its own
 
-	identity string // see Identity
-
-	// lastSpacing is the gate spacing (ns) the last debug gate line reported, to log changes.
-	lastSpacing atomic.Int64
+	// lastSpacing is the gate spacing (ns) the last debug gate line reported per account, to log
+	// changes.
+	lastSpacing []atomic.Int64
 }
 
 // Options are the dependencies of a Worker.
@@ -59,6 +61,9 @@ type Generation struct {
 	// GateWait is then the time it spent waiting in the gate and any 403 cooldown.
 	Dialed   bool
 	GateWait time.Duration
+	// Account is the name of the account that answered; "" when none did (every account was
+	// cooling down).
+	Account string
 }
 
 // Observer receives one Generation per finished generation (metrics.Metrics is one). It is called
@@ -67,9 +72,11 @@ type Observer interface {
 	ObserveGeneration(Generation)
 }
 
-// New returns a Worker for cfg. It resolves the Codex credentials (Token, else AuthFile) and
-// fails with a clear message, never containing a secret, when there are none; a gate.Config with
-// an unknown Mode is an error too.
+// New returns a Worker for cfg. It resolves every account's Codex credentials (Token, else
+// AuthFile) and fails with a clear message naming the account, never containing a secret, when
+// one has none; an Account without a name or with a duplicate name, a MaxUsedPercent outside
+// [0, 100] and a gate.Config with an unknown Mode are errors too. Each account gets its own gate
+// (gate.New(cfg.Gate)) and its own Codex client.
 func New(cfg Config, opts Options) (*Worker, error) {
 	if cfg.ID == "" {
 		cfg.ID = "worker"
@@ -80,70 +87,153 @@ func New(cfg Config, opts Options) (*Worker, error) {
 	if cfg.URL == "" {
 		cfg.URL = codex.DefaultURL
 	}
+	if cfg.Cooldown <= 0 {
+		cfg.Cooldown = DefaultCooldown
+	}
+	if cfg.AffinityKeys <= 0 {
+		cfg.AffinityKeys = DefaultAffinityKeys
+	}
 	if _, err := gate.ParseMode(string(cfg.Gate.Mode)); err != nil {
 		return nil, fmt.Errorf("worker: %w", err)
+	}
+	if err := checkAccounts(cfg.Accounts); err != nil {
+		return nil, err
 	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	creds, err := codex.ResolveCredentials(cfg.Token, cfg.AccountID, cfg.AuthFile)
-	if err != nil {
-		return nil, fmt.Errorf("worker: %w", err)
+	named := len(cfg.Accounts) > 0
+	accts := cfg.Accounts
+	if !named {
+		accts = []Account{{Name: DefaultAccountName, Token: cfg.Token, AccountID: cfg.AccountID, AuthFile: cfg.AuthFile}}
 	}
-	var auth *codex.Auth
+	w := &Worker{cfg: cfg, id: cfg.ID, log: log, obs: opts.Observer, coord: opts.Coordinator, lastSpacing: make([]atomic.Int64, len(accts)),
+		router: &router{enforce: named, cooldown: cfg.Cooldown, affinity: newAffinity(cfg.AffinityKeys)}}
+	for i, ac := range accts {
+		a, err := w.newAccount(i, ac, opts.Version)
+		if err != nil {
+			_ = w.Close()
+			if !named {
+				return nil, fmt.Errorf("worker: %w", err)
+			}
+			return nil, fmt.Errorf("worker: account %q: %w", ac.Name, err)
+		}
+		w.router.accounts = append(w.router.accounts, a)
+	}
+	first := w.router.accounts[0]
+	if !named {
+		log.Info("worker ready", "worker", cfg.ID, "origin", cfg.URL, "credentials", first.source,
+			"gate", first.gate.Snapshot().Mode, "floor", cfg.Gate.Floor, "reuse", !cfg.NoReuse, "model", cfg.Model)
+		return w, nil
+	}
+	names := make([]string, len(w.router.accounts))
+	for i, a := range w.router.accounts {
+		names[i] = a.name
+		log.Info("account ready", "worker", cfg.ID, "account", a.name, "credentials", a.source,
+			"identity", a.identity, "max_used_percent", a.lim.ceiling)
+	}
+	log.Info("worker ready", "worker", cfg.ID, "origin", cfg.URL, "accounts", names,
+		"gate", first.gate.Snapshot().Mode, "floor", cfg.Gate.Floor, "reuse", !cfg.NoReuse, "model", cfg.Model)
+	return w, nil
+}
+
+// newAccount resolves ac's credentials and makes its gate, limit state and Codex client.
+func (w *Worker) newAccount(i int, ac Account, version string) (*account, error) {
+	creds, err := codex.ResolveCredentials(ac.Token, ac.AccountID, ac.AuthFile)
+	if err != nil {
+		return nil, err
+	}
+	source := creds.Source
+	if ac.source != "" && ac.Token != "" {
+		source = ac.source
+	}
+	a := &account{index: i, name: ac.Name, identity: identity(creds), source: source,
+		gate: gate.New(w.cfg.Gate), lim: newLimitState(ac.MaxUsedPercent)}
 	var src codex.TokenSource
-	if creds.Source != "env" { // a login file: kept fresh for as long as the worker runs
-		auth, err = codex.OpenAuth(codex.AuthConfig{
-			File: cfg.AuthFile, AccountID: cfg.AccountID, RefreshURL: cfg.RefreshURL, ClientID: cfg.ClientID,
-			Coordinator: opts.Coordinator, ShareKey: cfg.CredentialsKey, WorkerID: cfg.ID, Logger: log,
+	if creds.Source != "env" && ac.Token == "" { // a login file: kept fresh for as long as the worker runs
+		a.auth, err = codex.OpenAuth(codex.AuthConfig{
+			File: creds.Source, Name: ac.Name, AccountID: ac.AccountID, RefreshURL: w.cfg.RefreshURL,
+			ClientID: w.cfg.ClientID, Coordinator: w.coord, ShareKey: w.cfg.CredentialsKey,
+			WorkerID: w.cfg.ID, Logger: w.log,
 		})
 		if err != nil {
-			return nil, fmt.Errorf("worker: %w", err)
+			return nil, err
 		}
-		src = auth
+		src = a.auth
 	}
-	g := gate.New(cfg.Gate)
-	cc, err := codex.New(codex.Config{
-		URL:          cfg.URL,
+	a.codex, err = codex.New(codex.Config{
+		URL:          w.cfg.URL,
 		Credentials:  src,
 		Token:        creds.Token,
 		AccountID:    creds.AccountID,
-		WSRetryAfter: cfg.WSRetryAfter,
-		Gate:         g,
-		Policy:       cfg.Policy,
-		NoReuse:      cfg.NoReuse,
-		MaxIdle:      cfg.MaxIdleSockets,
-		IdleTimeout:  cfg.IdleTimeout,
-		Version:      opts.Version,
-		Logger:       log,
+		WSRetryAfter: w.cfg.WSRetryAfter,
+		Gate:         a.gate,
+		Policy:       w.cfg.Policy,
+		NoReuse:      w.cfg.NoReuse,
+		MaxIdle:      w.cfg.MaxIdleSockets,
+		IdleTimeout:  w.cfg.IdleTimeout,
+		Version:      version,
+		Logger:       w.log,
+		OnLimits:     func(l codex.Limits) { w.onLimits(a, l) },
 	})
 	if err != nil {
-		if auth != nil {
-			auth.Close()
+		if a.auth != nil {
+			a.auth.Close()
 		}
-		return nil, fmt.Errorf("worker: %w", err)
+		return nil, err
 	}
-	log.Info("worker ready", "worker", cfg.ID, "origin", cfg.URL, "credentials", creds.Source,
-		"gate", g.Snapshot().Mode, "floor", cfg.Gate.Floor, "reuse", !cfg.NoReuse, "model", cfg.Model)
-	return &Worker{cfg: cfg, id: cfg.ID, log: log, gate: g, codex: cc, auth: auth, obs: opts.Observer,
-		identity: AccountIdentity(creds.AccountID, creds.Token)}, nil
+	return a, nil
 }
+
+// identity is a stable, non-secret name for the credentials, the same in every worker that uses
+// them (see AccountIdentity).
+func identity(c codex.Credentials) string { return AccountIdentity(c.AccountID, c.Token) }
 
 // AccountIdentity names an account without revealing its credentials: a hash of the ChatGPT
-// account id when there is one (it survives token refreshes), else of the token.
+// account id when there is one (it survives token refreshes), else of the token (API keys).
 func AccountIdentity(accountID, token string) string {
-	v := "account\x00" + accountID
-	if accountID == "" {
-		v = "token\x00" + token
+	src := "token\x00" + token
+	if accountID != "" {
+		src = "account\x00" + accountID
 	}
-	sum := sha256.Sum256([]byte("codexpool identity\x00" + v))
-	return hex.EncodeToString(sum[:12])
+	sum := sha256.Sum256([]byte("codexpool identity\x00" + src))
+	return hex.EncodeToString(sum[:8])
 }
 
-// Identity returns a stable, non-secret name of the worker's account (a hash): gates of workers
-// with the same identity share one upgrade limit.
-func (w *Worker) Identity() string { return w.identity }
+// checkAccounts validates Config.Accounts.
+func checkAccounts(accts []Account) error {
+	seen := make(map[string]bool, len(accts))
+	for i, a := range accts {
+		switch {
+		case a.Name == "":
+			return fmt.Errorf("worker: Accounts[%d] has no name", i)
+		case seen[a.Name]:
+			return fmt.Errorf("worker: account name %q is used twice", a.Name)
+		case a.MaxUsedPercent < 0 || a.MaxUsedPercent > 100 || math.IsNaN(a.MaxUsedPercent):
+			return fmt.Errorf("worker: account %q: MaxUsedPercent must be between 0 and 100, got %v", a.Name, a.MaxUsedPercent)
+		}
+		seen[a.Name] = true
+	}
+	return nil
+}
+
+// onLimits records a usage report of a's origin and logs a cooldown it begins (with
+// Config.Accounts: the shortcut's logs stay as they were before accounts).
+func (w *Worker) onLimits(a *account, l codex.Limits) {
+	now := time.Now()
+	grew, until, why := w.router.observe(a, l, now)
+	if w.router.enforce && w.log.Enabled(context.Background(), slog.LevelDebug) {
+		for _, win := range l.Windows {
+			w.log.Debug("account usage", "account", a.name, "limit", win.Limit, "window_minutes", win.Minutes,
+				"used_percent", win.UsedPercent, "reset_at", win.ResetAt)
+		}
+	}
+	if grew {
+		w.log.Warn("account cooling down", "worker", w.id, "account", a.name, "until", until,
+			"for", until.Sub(now).Round(time.Second), "reason", why)
+	}
+}
 
 // ID returns the worker's id.
 func (w *Worker) ID() string { return w.id }
@@ -151,24 +241,104 @@ func (w *Worker) ID() string { return w.id }
 // Generate runs one generation. With emit nil it returns the one-shot reply payload (the
 // response object with output_text); otherwise it passes every upstream event to emit, in
 // order, and returns a nil payload. Errors are *schemas.Error or ctx.Err().
+//
+// With Config.Accounts, Generate picks the account (see the README's "Accounts": not cooling
+// down, the prompt_cache_key's last account, the soonest start, the most headroom). A
+// generation the origin refuses for the account's limits (429) or credentials (401) before any
+// other event arrived moves to the next account, invisibly to the caller; the refused account
+// cools down. When every account is cooling down, Generate answers at once, without upstream
+// traffic, with 429 upstream_rate_limited (401 when credentials were the reason) whose RetryAfter
+// is when the first account is usable again (at least 1 s) and whose Account names it. Errors
+// from the origin name the account that answered.
 func (w *Worker) Generate(ctx context.Context, req *schemas.Request, emit func(event []byte) error) ([]byte, error) {
 	start := time.Now()
 	frame, err := req.Upstream(w.cfg.Model)
 	if err != nil {
 		return nil, schemas.Errorf(schemas.CodeInvalidRequest, "%v", err)
 	}
-	// codex calls onEvent on the generation's own goroutine, so firstEvent needs no lock.
-	var firstEvent time.Duration
+	key := req.PromptCacheKey()
+	var (
+		firstEvent time.Duration
+		tried      []*account
+		a          *account
+		total      codex.Result // summed over the accounts tried
+		res        *codex.Result
+		held       []byte // a leading error event, held back while the request may still move
+		started    bool   // a generation reached an account's client
+	)
+	// codex calls onEvent on the generation's own goroutine, so these need no lock.
+	events, firstType := 0, ""
 	onEvent := func(ev codex.Event) error {
 		if firstEvent == 0 {
 			firstEvent = max(time.Since(start), time.Nanosecond)
 		}
-		if emit != nil {
-			return emit(ev.Data)
+		events++
+		if events == 1 {
+			firstType = ev.Type
+			w.router.started(a)
 		}
-		return nil
+		if emit == nil {
+			return nil
+		}
+		if events == 1 && ev.Type == "error" && w.router.enforce {
+			held = ev.Data
+			return nil
+		}
+		return emit(ev.Data)
 	}
-	res, err := w.codex.Generate(ctx, frame, onEvent)
+	for {
+		next, hold, cerr := w.router.pick(time.Now(), key, tried)
+		if hold {
+			t := time.Now()
+			herr := w.router.hold(ctx)
+			total.GateWait += time.Since(t)
+			if herr != nil {
+				err = herr
+				break
+			}
+			continue
+		}
+		if next == nil {
+			err = w.noAccountLeft(err, cerr)
+			break
+		}
+		a = next
+		tried = append(tried, a)
+		events, firstType, held = 0, "", nil
+		res, err = a.codex.Generate(ctx, frame, onEvent)
+		if events == 0 {
+			w.router.started(a) // it never got that far
+		}
+		if res != nil {
+			started = true
+			total.Attempts += res.Attempts
+			total.GateWait += res.GateWait
+			total.Events, total.Reused, total.Retried = res.Events, res.Reused, total.Retried || res.Retried
+		}
+		w.router.finish(a, key, err == nil)
+		if err == nil {
+			a.completed.Add(1)
+			break
+		}
+		reason := w.refused(a, err)
+		onlyRefusal := events == 0 || (events == 1 && firstType == "error")
+		if reason == "" || !onlyRefusal || !w.router.enforce || ctx.Err() != nil {
+			break
+		}
+		a.moved.Add(1)
+		held = nil // the refusal stays invisible
+		w.log.LogAttrs(ctx, slog.LevelDebug, "account refused the request; moving on",
+			slog.String("request_id", req.ID), slog.String("account", a.name), slog.String("reason", reason),
+			slog.String("error", err.Error()))
+	}
+	if held != nil {
+		if eerr := emit(held); eerr != nil {
+			err = eerr
+		}
+	}
+	if e, ok := schemas.AsError(err); ok && a != nil && w.router.enforce && e.Account == "" {
+		e.Account = a.name
+	}
 	var out []byte
 	if err == nil && emit == nil {
 		out, err = schemas.WithOutputText(res.Response)
@@ -176,48 +346,116 @@ func (w *Worker) Generate(ctx context.Context, req *schemas.Request, emit func(e
 			err = schemas.Errorf(schemas.CodeUpstreamError, "response.completed carried a bad response object: %v", err)
 		}
 	}
+	if started || total.GateWait > 0 {
+		res = &total
+	}
 	d := time.Since(start)
 	if w.obs != nil {
 		g := Generation{OK: err == nil, Duration: d, FirstEvent: firstEvent}
+		if a != nil {
+			g.Account = a.name
+		}
 		if res != nil && res.Attempts > 0 {
 			g.Dialed, g.GateWait = true, res.GateWait
 		}
 		w.obs.ObserveGeneration(g)
 	}
-	w.logResult(ctx, req, res, err, d, firstEvent)
-	w.logGate(ctx, req, res)
+	w.logResult(ctx, req, a, len(tried), res, err, d, firstEvent)
+	if a != nil {
+		w.logGate(ctx, req, a, res)
+	}
 	return out, err
 }
 
+// refused classifies err from account a: "limits" for a usage or rate limit, "credentials" for
+// a 401, "" for anything else. A refusal cools a down (with Config.Accounts).
+func (w *Worker) refused(a *account, err error) string {
+	e, ok := schemas.AsError(err)
+	if !ok {
+		return ""
+	}
+	code, reason := e.UpstreamCode, ""
+	switch {
+	case e.Code == schemas.CodeUpstreamUnauthorized:
+		reason, code = "credentials", codeUnauthorized
+		a.unauthorized.Add(1)
+	case e.Code == schemas.CodeUpstreamRateLimited,
+		e.UpstreamCode == "usage_limit_reached", e.UpstreamCode == "usage_not_included":
+		reason = "limits"
+		a.limited.Add(1)
+	default:
+		return ""
+	}
+	now := time.Now()
+	if grew, until := w.router.refuse(a, code, e.Message, e.RetryAfter, now); grew {
+		w.log.Warn("account cooling down", "worker", w.id, "account", a.name, "until", until,
+			"for", until.Sub(now).Round(time.Second), "reason", e.Error())
+	}
+	return reason
+}
+
+// noAccountLeft is the error of a generation pick found no account for: the last refusal when
+// the generation reached the origin (with the earliest time an account is usable again), else
+// cooling (every account is cooling down), else a 503 that should never happen.
+func (w *Worker) noAccountLeft(last error, cooling *schemas.Error) error {
+	e, ok := schemas.AsError(last)
+	if !ok {
+		if cooling != nil {
+			return cooling
+		}
+		if last != nil {
+			return last
+		}
+		return schemas.Errorf(schemas.CodeUnavailable, "worker: no account to generate with")
+	}
+	if t, all := w.router.earliest(time.Now()); all && e.Status == http.StatusTooManyRequests {
+		e.RetryAfter = max(time.Until(t), time.Second)
+	}
+	return e
+}
+
 // logGate writes the gate's decisions at debug level: how long a generation that dialed waited
-// and on how many attempts, and every change of the gate's spacing (widened after a 403,
+// and on how many attempts, and every change of the account's gate spacing (widened after a 403,
 // relaxed after sustained success). The gate package itself does no I/O.
-func (w *Worker) logGate(ctx context.Context, req *schemas.Request, res *codex.Result) {
+func (w *Worker) logGate(ctx context.Context, req *schemas.Request, a *account, res *codex.Result) {
 	if !w.log.Enabled(ctx, slog.LevelDebug) {
 		return
 	}
-	s := w.gate.Snapshot()
+	s := a.gate.Snapshot()
+	var acct []slog.Attr
+	if w.router.enforce {
+		acct = []slog.Attr{slog.String("account", a.name)}
+	}
 	if res != nil && res.Attempts > 0 {
-		w.log.LogAttrs(ctx, slog.LevelDebug, "gate: permit",
+		w.log.LogAttrs(ctx, slog.LevelDebug, "gate: permit", append([]slog.Attr{
 			slog.String("request_id", req.ID), slog.String("mode", string(s.Mode)),
 			slog.Duration("gate_wait", res.GateWait), slog.Int("attempts", res.Attempts),
-			slog.Duration("spacing", s.Spacing), slog.Int64("starts", s.Starts))
+			slog.Duration("spacing", s.Spacing), slog.Int64("starts", s.Starts)}, acct...)...)
 	}
-	if prev := w.lastSpacing.Swap(int64(s.Spacing)); prev != int64(s.Spacing) {
-		w.log.LogAttrs(ctx, slog.LevelDebug, "gate: spacing changed",
+	if prev := w.lastSpacing[a.index].Swap(int64(s.Spacing)); prev != int64(s.Spacing) {
+		w.log.LogAttrs(ctx, slog.LevelDebug, "gate: spacing changed", append([]slog.Attr{
 			slog.String("mode", string(s.Mode)), slog.Duration("from", time.Duration(prev)),
 			slog.Duration("to", s.Spacing), slog.Int64("rejections", s.Rejections),
-			slog.Int("streak", s.Streak))
+			slog.Int("streak", s.Streak)}, acct...)...)
 	}
 }
 
 // logResult writes the one line per generation an operator filters on: request_id, worker,
 // status, code ("ok" on success), duration, first_event, and — when a socket was used — gate_wait,
-// attempts and reused. Successes log at info, failures at warn.
-func (w *Worker) logResult(ctx context.Context, req *schemas.Request, res *codex.Result, err error, d, firstEvent time.Duration) {
+// attempts and reused. With Config.Accounts it adds the account that answered and, when the
+// generation moved, how many accounts it tried. Successes log at info, failures at warn.
+func (w *Worker) logResult(ctx context.Context, req *schemas.Request, a *account, tried int, res *codex.Result, err error, d, firstEvent time.Duration) {
 	attrs := []slog.Attr{
 		slog.String("request_id", req.ID), slog.String("worker", w.id), slog.Bool("stream", req.Stream),
 		slog.Duration("duration", d), slog.Duration("first_event", firstEvent),
+	}
+	if w.router.enforce {
+		if a != nil {
+			attrs = append(attrs, slog.String("account", a.name))
+		}
+		if tried > 1 {
+			attrs = append(attrs, slog.Int("accounts_tried", tried))
+		}
 	}
 	if res != nil {
 		attrs = append(attrs, slog.Duration("gate_wait", res.GateWait), slog.Int("attempts", res.Attempts),
@@ -247,35 +485,14 @@ func (w *Worker) logResult(ctx context.Context, req *schemas.Request, res *codex
 	w.log.LogAttrs(ctx, level, "generation", attrs...)
 }
 
-// StatsData returns the worker's gate and upstream state for the service's stats.
-func (w *Worker) StatsData() map[string]any {
-	s := w.gate.Snapshot()
-	return map[string]any{
-		"gate": map[string]any{
-			"mode": s.Mode, "spacing_ms": s.Spacing.Milliseconds(), "streak": s.Streak,
-			"rejections": s.Rejections, "starts": s.Starts, "waited_ms": s.Waited.Milliseconds(),
-			"successes": s.Successes, "failures": s.Failures,
-			"window": s.Window, "in_flight": s.InFlight, "queued": s.Queued,
-			"closed": s.Closed, "epoch": s.Epoch, "peers": s.Peers, "fleet_accepted_per_s": s.FleetAccepted,
-			"signals": map[string]int64{"applied": s.SignalsApplied, "invalid": s.SignalsInvalid,
-				"stale": s.SignalsStale, "flooded": s.SignalsFlooded, "unknown": s.SignalsUnknown},
-		},
-		"upstream": w.codex.Stats(),
-	}
-}
-
-// UpstreamStats returns the Codex client's counters (sockets, upgrades, retries).
-func (w *Worker) UpstreamStats() codex.Stats { return w.codex.Stats() }
-
-// Gate returns the worker's connect gate (for stats and tests).
-func (w *Worker) Gate() *gate.Gate { return w.gate }
-
-// Close closes idle upstream sockets and stops keeping the login fresh. In-flight generations
-// finish or fail on their own.
+// Close closes every account's idle upstream sockets. In-flight generations finish or fail on
+// their own.
 func (w *Worker) Close() error {
-	err := w.codex.Close()
-	if w.auth != nil {
-		w.auth.Close()
+	for _, a := range w.router.accounts {
+		_ = a.codex.Close()
+		if a.auth != nil {
+			a.auth.Close()
+		}
 	}
-	return err
+	return nil
 }

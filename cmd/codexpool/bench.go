@@ -24,6 +24,7 @@ Examples:
   codexpool bench --concurrency 1,10,100,500,1000 --latency 1s --requests 0 --plot sweep.svg
   codexpool bench --compare reference,adaptive --reuse=false --upgrade-rate 5 --upgrade-burst 5 --latency 500ms --concurrency 60
   codexpool bench --jobs --workers 2 --max-inflight 64 --concurrency 128 --requests 10000 --latency 200ms
+  codexpool bench --accounts two.yaml --account-counts 1,2 --reuse=false --latency 500ms --concurrency 60
 `
 
 func runBench(ctx context.Context, e env, args []string) error {
@@ -75,10 +76,25 @@ func benchFlags(fs *flags) (*benchOptions, func() error) {
 	scopes := fs.String("scopes", "", "run every scenario once per gate scope, side by side: a comma list of process and a shared scope (e.g. process,host)")
 	fs.IntVar(&cfg.GateFlood, "gate-flood", 0, "publish this many bogus gate-state messages per second to each shared scenario's gate subject during its load")
 	fs.BoolVar(&cfg.Jobs, "jobs", false, "also run every scenario as a batch of durable jobs (JetStream), side by side with codex.generate")
+	accountsFile := fs.String("accounts", "", "the simulator's accounts file (as for sim --accounts; every account needs a token); the workers get them as CODEXPOOL_ACCOUNTS")
+	acctCounts := fs.String("account-counts", "", "with --accounts: run each scenario with the workers using the first N accounts, for each N of this comma list (e.g. 1,2; default all)")
 	cfg.Sim = codextest.Options{Latency: time.Second}
 	cfg.Sim.BindFlags(fs.FlagSet)
 	return o, func() error {
 		var err error
+		if *accountsFile != "" {
+			if cfg.Accounts, err = codextest.LoadAccounts(*accountsFile); err != nil {
+				return fmt.Errorf("--accounts: %v", err)
+			}
+		}
+		if *acctCounts != "" {
+			if *accountsFile == "" {
+				return fmt.Errorf("--account-counts needs --accounts")
+			}
+			if cfg.AccountCounts, err = bench.ParseCounts(*acctCounts); err != nil {
+				return fmt.Errorf("--account-counts: %v", err)
+			}
+		}
 		if cfg.Schedule, err = bench.ParseSchedule(*sched); err != nil {
 			return fmt.Errorf("--limit-schedule: %v", err)
 		}

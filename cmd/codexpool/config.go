@@ -137,6 +137,8 @@ type workerConfig struct {
 	JobsMaxAttempts   int           `envconfig:"JOBS_MAX_ATTEMPTS" default:"5" desc:"deliveries of a job that fails with 403, 429, 5xx or 504 before its error is the result"`
 	JobsMaxAckPending int           `envconfig:"JOBS_MAX_ACK_PENDING" default:"10000" desc:"jobs in flight across the pool (the consumer's MaxAckPending): at least the sum of every worker's MAX_INFLIGHT"`
 	ResultsTTL        time.Duration `envconfig:"RESULTS_TTL" default:"24h" desc:"how long a job's result stays in the results bucket"`
+	Accounts        string        `envconfig:"ACCOUNTS" desc:"accounts file (YAML or JSON list of {name, auth_file | token | token_env, account_id, max_used_percent}); replaces the CODEXPOOL_CODEX_TOKEN/ACCOUNT_ID/AUTH_FILE account"`
+	AccountCooldown time.Duration `envconfig:"ACCOUNT_COOLDOWN" default:"30s" desc:"with CODEXPOOL_ACCOUNTS: how long an account refused for limits or credentials stays out when the origin gives no reset time"`
 
 	CodexURL          string        `envconfig:"CODEX_URL" default:"https://chatgpt.com/backend-api/codex/responses" desc:"Codex origin; http(s) and ws(s) accepted"`
 	CodexToken        string        `envconfig:"CODEX_TOKEN" desc:"bearer token (API key or ChatGPT access token)"`
@@ -191,6 +193,7 @@ func defaultWorkerConfig() workerConfig {
 		Model: "gpt-5.1-codex", Gate: "adaptive", ForbiddenCooldownMS: 3000, WSReuse: true,
 		GateScope: "host", ForbiddenBudget: 10 * time.Second, MaxInflight: 256, RequestTimeout: 10 * time.Minute, ConnectTimeout: 15 * time.Second,
 		IdleTimeout: 5 * time.Minute, ShutdownGrace: 30 * time.Second, LogLevel: "info", LogFormat: "auto",
+		AccountCooldown: 30 * time.Second,
 	}
 }
 
@@ -242,6 +245,8 @@ func (c workerConfig) validate() error {
 		return bad("IDLE_TIMEOUT", "must be positive, got %s", c.IdleTimeout)
 	case c.ShutdownGrace < 0:
 		return bad("SHUTDOWN_GRACE", "must be >= 0, got %s", c.ShutdownGrace)
+	case c.AccountCooldown <= 0:
+		return bad("ACCOUNT_COOLDOWN", "must be positive, got %s", c.AccountCooldown)
 	case c.Model == "":
 		return bad("MODEL", "must not be empty")
 	case c.WSRetryAfter <= 0:
@@ -292,13 +297,29 @@ func (c workerConfig) authFilePath() string {
 	return p
 }
 
-// worker returns the worker's library configuration.
-func (c workerConfig) worker() worker.Config {
+// accounts reads the CODEXPOOL_ACCOUNTS file (nil without one), resolving token_env with
+// getenv. Errors name the variable, the file, the field and the line, never a secret.
+func (c workerConfig) accounts(getenv func(string) string) ([]worker.Account, error) {
+	if c.Accounts == "" {
+		return nil, nil
+	}
+	accts, err := worker.LoadAccounts(c.Accounts, getenv)
+	if err != nil {
+		return nil, settingError("ACCOUNTS", "%s", strings.TrimPrefix(err.Error(), "worker: "))
+	}
+	return accts, nil
+}
+
+// worker returns the worker's library configuration: accts (from the accounts file), or without
+// them the one account of the CODEXPOOL_CODEX_* settings.
+func (c workerConfig) worker(accts []worker.Account) worker.Config {
 	mode, _ := gate.ParseMode(c.Gate) // validated
 	return worker.Config{
 		ID:             c.id(),
 		Model:          c.Model,
 		URL:            c.CodexURL,
+		Accounts:       accts,
+		Cooldown:       c.AccountCooldown,
 		Token:          c.CodexToken,
 		AccountID:      c.CodexAccountID,
 		AuthFile:       c.authFilePath(),

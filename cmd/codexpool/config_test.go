@@ -34,6 +34,7 @@ func TestValidateNamesTheVariable(t *testing.T) {
 		{"refresh url", func(c *workerConfig) { c.CodexRefreshURL = "auth.openai.com/oauth" }, "CODEXPOOL_CODEX_REFRESH_URL"},
 		{"client id", func(c *workerConfig) { c.CodexClientID = "" }, "CODEXPOOL_CODEX_CLIENT_ID"},
 		{"bucket", func(c *workerConfig) { c.CredentialsBucket = "a.b" }, "CODEXPOOL_CREDENTIALS_BUCKET"},
+		{"account cooldown", func(c *workerConfig) { c.AccountCooldown = 0 }, "CODEXPOOL_ACCOUNT_COOLDOWN"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -96,5 +97,57 @@ func TestPrintUsageListsEverySetting(t *testing.T) {
 	}
 	if !strings.Contains(b.String(), "256") {
 		t.Errorf("usage lacks the default of MAX_INFLIGHT:\n%s", b.String())
+	}
+}
+
+func TestAccountsSetting(t *testing.T) {
+	const secret = "sk-SECRET-from-env-123456"
+	dir := t.TempDir()
+	write := func(name, data string) string {
+		t.Helper()
+		p := dir + "/" + name
+		if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	getenv := func(k string) string {
+		if k == "TOKEN_B" {
+			return secret
+		}
+		return ""
+	}
+	c := defaultWorkerConfig()
+	if accts, err := c.accounts(getenv); err != nil || accts != nil {
+		t.Fatalf("no CODEXPOOL_ACCOUNTS: got %v, %v; want no accounts (the CODEXPOOL_CODEX_* account)", accts, err)
+	}
+	if wc := c.worker(nil); len(wc.Accounts) != 0 || wc.AuthFile == "" || wc.Cooldown != 30*time.Second {
+		t.Fatalf("worker config without accounts: %+v", wc)
+	}
+
+	c.Accounts = write("good.yaml", "- {name: a, auth_file: a.json, max_used_percent: 90}\n- {name: b, token_env: TOKEN_B}\n")
+	accts, err := c.accounts(getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wc := c.worker(accts)
+	if len(wc.Accounts) != 2 || wc.Accounts[0].AuthFile != dir+"/a.json" || wc.Accounts[1].Token != secret || wc.Accounts[0].MaxUsedPercent != 90 {
+		t.Fatalf("worker accounts %+v", wc.Accounts)
+	}
+
+	bad := map[string]string{
+		"- {name: a, token_env: TOKEN_B}\n- {name: a, token: " + secret + "}\n": `CODEXPOOL_ACCOUNTS: accounts file ` + dir + `/bad.yaml: accounts[1].name (line 2): "a" is also the name of accounts[0]`,
+		"- name: a\n  token: " + secret + "\n  max_used_percent: 101\n":         "accounts[0].max_used_percent (line 3)",
+		"- name: a\n  token_env: NOT_SET\n":                                     "accounts[0].token_env (line 2): environment variable NOT_SET is not set",
+	}
+	for data, want := range bad {
+		c.Accounts = write("bad.yaml", data)
+		_, err := c.accounts(getenv)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("got %v, want an error containing %q", err, want)
+		}
+		if err != nil && strings.Contains(err.Error(), secret) {
+			t.Errorf("error leaks the token: %v", err)
+		}
 	}
 }

@@ -33,6 +33,8 @@ func TestRun(t *testing.T) {
 		{name: "bench bad mode", args: []string{"bench", "--compare", "turbo"}, wantCode: 2, wantMsg: `unknown gate mode "turbo"`},
 		{name: "bench bad concurrency", args: []string{"bench", "--concurrency", "0"}, wantCode: 2, wantMsg: "--concurrency"},
 		{name: "bench bad schedule", args: []string{"bench", "--limit-schedule", "soon"}, wantCode: 2, wantMsg: "--limit-schedule"},
+		{name: "bench account counts need accounts", args: []string{"bench", "--account-counts", "1,2"}, wantCode: 2, wantMsg: "--account-counts needs --accounts"},
+		{name: "bench bad accounts file", args: []string{"bench", "--accounts", "/nonexistent/accounts.yaml"}, wantCode: 2, wantMsg: "--accounts"},
 		{name: "bench speedup needs two modes", args: []string{"bench", "--min-speedup", "3"}, wantCode: 2, wantMsg: "two modes"},
 		{name: "demo bad requests", args: []string{"demo", "--requests", "0"}, wantCode: 2, wantMsg: "at least 1"},
 		{name: "sim help", args: []string{"sim", "--help"}, wantOut: "-upgrade-rate"},

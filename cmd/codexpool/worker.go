@@ -59,11 +59,21 @@ func runWorker(ctx context.Context, e env, args []string) error {
 		met = metrics.New(cfg.id(), getVersion())
 		obs = met
 	}
-	// Fail before NATS when there are no credentials at all: a person is reading the error.
-	if _, err := codex.ResolveCredentials(cfg.CodexToken, cfg.CodexAccountID, cfg.authFilePath()); errors.Is(err, codex.ErrNoCredentials) {
-		return fmt.Errorf("%w (set CODEXPOOL_CODEX_TOKEN, or CODEXPOOL_CODEX_AUTH_FILE to a Codex CLI login)", err)
-	} else if err != nil {
+	accts, err := cfg.accounts(e.getenv)
+	if err != nil {
 		return err
+	}
+	if accts != nil && (cfg.CodexToken != "" || cfg.CodexAccountID != "") {
+		log.Warn("CODEXPOOL_CODEX_TOKEN and CODEXPOOL_CODEX_ACCOUNT_ID are ignored: CODEXPOOL_ACCOUNTS lists the accounts",
+			"accounts_file", cfg.Accounts)
+	}
+	// Fail before NATS when there are no credentials at all: a person is reading the error.
+	if accts == nil {
+		if _, err := codex.ResolveCredentials(cfg.CodexToken, cfg.CodexAccountID, cfg.authFilePath()); errors.Is(err, codex.ErrNoCredentials) {
+			return fmt.Errorf("%w (set CODEXPOOL_CODEX_TOKEN, CODEXPOOL_CODEX_AUTH_FILE to a Codex CLI login, or CODEXPOOL_ACCOUNTS)", err)
+		} else if err != nil {
+			return err
+		}
 	}
 
 	// serving is true from the subscription's start until shutdown begins (/readyz).
@@ -108,7 +118,7 @@ func runWorker(ctx context.Context, e env, args []string) error {
 	}
 	defer nc.Close()
 
-	w, err := worker.New(cfg.worker(), worker.Options{Logger: log, Version: getVersion(), Observer: obs,
+	w, err := worker.New(cfg.worker(accts), worker.Options{Logger: log, Version: getVersion(), Observer: obs,
 		Coordinator: credentialStore(ctx, nc, cfg, log)})
 	if err != nil {
 		return err
@@ -127,20 +137,25 @@ func runWorker(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if subject, ok := queue.GateScopeSubject(cfg.GateScope, w.Identity()); ok && w.Gate().Snapshot().Mode == gate.Adaptive {
-		link, err := queue.LinkGate(nc, subject, w.Gate(), 0, log)
+	for _, a := range w.Accounts() { // each account's gate shares with the gates of the same account
+		subject, ok := queue.GateScopeSubject(cfg.GateScope, a.Identity)
+		if !ok || a.Gate.Snapshot().Mode != gate.Adaptive {
+			continue
+		}
+		link, err := queue.LinkGate(nc, subject, a.Gate, 0, log)
 		if err != nil {
-			return fmt.Errorf("worker: gate state: %w", err)
+			return fmt.Errorf("worker: gate state of account %s: %w", a.Name, err)
 		}
 		defer link.Close()
-		log.Info("gate shares state", "scope", cfg.GateScope, "subject", link.Stats().Subject)
+		log.Info("gate shares state", "account", a.Name, "scope", cfg.GateScope, "subject", link.Stats().Subject)
 	}
 	serving.Store(true)
 	if met != nil {
 		met.SetSources(metrics.Sources{
 			Service:  svc.Stats,
 			Upstream: w.UpstreamStats,
-			Gate:     w.Gate().Snapshot,
+			Gate:     w.GateSnapshot,
+			Accounts: w.AccountStats,
 			NATS:     nc,
 			Ready: func() bool {
 				return serving.Load() && nc.IsConnected() && !svc.Stats().Draining

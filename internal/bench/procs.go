@@ -26,6 +26,9 @@ func workerEnv(cfg Config, natsURL, subject, originURL, mode string, i int) []st
 		floor = int(cfg.FixedSpacing / time.Millisecond)
 	}
 	token := simToken(cfg)
+	if cfg.accountsFile != "" {
+		env = append(env, "CODEXPOOL_ACCOUNTS="+cfg.accountsFile)
+	}
 	return append(env,
 		"CODEXPOOL_NATS_URL="+natsURL,
 		"CODEXPOOL_SUBJECT="+subject,

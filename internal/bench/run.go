@@ -60,6 +60,12 @@ type Config struct {
 	// valid-looking ones from random ids with extreme values) to each shared scenario's gate
 	// subject while its load runs.
 	GateFlood int
+	// Accounts are the simulator's accounts (Sim.Accounts is set from them); the workers get
+	// the first AccountCounts[i] of them (name, token) as CODEXPOOL_ACCOUNTS, one scenario per
+	// count. Default counts: all of them. nil = no accounts.
+	Accounts      []codextest.Account
+	AccountCounts []int
+	accountsFile  string // the scenario's CODEXPOOL_ACCOUNTS
 }
 
 // Result is one row of the result table (and one object of --json).
@@ -84,6 +90,7 @@ type Result struct {
 	RSSPerFlightK float64        `json:"rss_per_inflight_kb"`
 	Errors        map[string]int `json:"errors,omitempty"`
 	Rate          float64        `json:"rate,omitempty"` // open-loop arrivals per second (--duration runs)
+	Accounts      int            `json:"accounts,omitempty"`
 	Timeline      []Tick         `json:"timeline,omitempty"`
 	Jobs          *JobsResult    `json:"jobs,omitempty"`            // a durable-jobs scenario's own figures
 	FloodSent     int64          `json:"gate_flood_sent,omitempty"` // bogus gate messages published during the load
@@ -93,6 +100,12 @@ type Result struct {
 // the echo baseline), in order. It starts the simulator, NATS (unless cfg.NATSURL) and the
 // worker processes itself, and stops them before it returns.
 func Run(ctx context.Context, cfg Config) ([]Result, error) {
+	if err := checkAccounts(cfg); err != nil {
+		return nil, err
+	}
+	if len(cfg.Accounts) > 0 {
+		cfg.Sim.Accounts = cfg.Accounts
+	}
 	srv, err := codextest.Listen("127.0.0.1:0", cfg.Sim)
 	if err != nil {
 		return nil, fmt.Errorf("bench: start simulator: %w", err)
@@ -128,41 +141,47 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 	if len(workers) == 0 {
 		workers = []int{cfg.Workers}
 	}
+	dir, err := os.MkdirTemp("", "codexpool-bench")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
 	scopes := cfg.Scopes
 	if len(scopes) == 0 {
 		scopes = []string{""}
 	}
 	for _, mode := range cfg.Modes {
 		for _, n := range workers {
-			for _, c := range cfg.Concurrency {
-				for _, scope := range scopes {
-					if err := ctx.Err(); err != nil {
-						return results, err
+			for _, k := range accountCounts(cfg) {
+				for _, c := range cfg.Concurrency {
+					for _, scope := range scopes {
+						if err := ctx.Err(); err != nil {
+							return results, err
+						}
+						sc := cfg
+						sc.Workers, sc.scope = n, scope
+						if k > 0 {
+							if sc.accountsFile, err = writeAccountsFile(dir, cfg.Accounts, k); err != nil {
+								return results, err
+							}
+						}
+						r, err := runScenario(ctx, sc, srv, nc, url, mode, c)
+						r.Accounts = k
+						if err != nil {
+							return results, err
+						}
+						results = append(results, r)
+						if cfg.Jobs && cfg.Duration == 0 {
+							j, err := runJobsScenario(ctx, sc, srv, nc, url, mode, c)
+							if err != nil {
+								return results, err
+							}
+							if r.ReqPerSec > 0 {
+								j.Jobs.OfGenerate = j.ReqPerSec / r.ReqPerSec
+							}
+							results = append(results, j)
+						}
 					}
-					sc := cfg
-					sc.Workers = n
-					sc.scope = scope
-					r, err := runScenario(ctx, sc, srv, nc, url, mode, c)
-					if err != nil {
-						return results, err
-					}
-					results = append(results, r)
-				}
-				if len(scopes) > 1 || scopes[0] != "" {
-					continue
-				}
-				sc := cfg
-				sc.Workers = n
-				r := results[len(results)-1]
-				if cfg.Jobs && cfg.Duration == 0 {
-					j, err := runJobsScenario(ctx, sc, srv, nc, url, mode, c)
-					if err != nil {
-						return results, err
-					}
-					if r.ReqPerSec > 0 {
-						j.Jobs.OfGenerate = j.ReqPerSec / r.ReqPerSec
-					}
-					results = append(results, j)
 				}
 			}
 		}
@@ -347,7 +366,7 @@ func PrintTable(w io.Writer, results []Result) {
 	fmt.Fprintln(tw, "mode\tworkers\tconc\tok\tfailed\twall s\treq/s\tp50 ms\tp95 ms\tp99 ms\tupgrades\t403s\treused\tgate wait s\t")
 	for _, r := range results {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%.2f\t%.1f\t%s\t%s\t%s\t%d\t%d\t%d\t%.1f\t\n",
-			r.Mode, r.Workers, r.Concurrency, r.OK, r.Failed, r.WallSeconds, r.ReqPerSec,
+			r.label(), r.Workers, r.Concurrency, r.OK, r.Failed, r.WallSeconds, r.ReqPerSec,
 			ms(r.P50ms), ms(r.P95ms), ms(r.P99ms), r.Upgrades, r.Rejected403, r.Reused, float64(r.GateWaitMS)/1000)
 	}
 	tw.Flush()

@@ -99,7 +99,7 @@ func TestErrorBodiesValidate(t *testing.T) {
 			if err := JSON(schemas.ErrorSchema, plain.Body()); err != nil {
 				t.Errorf("%s: %v", plain.Body(), err)
 			}
-			full := &schemas.Error{Status: c.Status(), Code: c, Message: "m", RetryAfter: 1500 * time.Microsecond, UpstreamCode: "usage_limit_reached"}
+			full := &schemas.Error{Status: c.Status(), Code: c, Message: "m", RetryAfter: 1500 * time.Microsecond, UpstreamCode: "usage_limit_reached", Account: "team-b"}
 			if err := JSON(schemas.ErrorSchema, full.Body()); err != nil {
 				t.Errorf("%s: %v", full.Body(), err)
 			}
@@ -156,6 +156,8 @@ func TestValidateErrors(t *testing.T) {
 	}{
 		{"missing field", schemas.ErrorSchema, `{"error":{"code":"worker_busy","status":429}}`, `schemas: error.schema.json: "error.message": is required`},
 		{"bad enum", schemas.ErrorSchema, `{"error":{"code":"nope","message":"m","status":400}}`, `"error.code": has an unsupported value`},
+		{"empty account", schemas.ErrorSchema, `{"error":{"code":"upstream_rate_limited","message":"m","status":429,"account":""}}`, `"error.account": must not be empty`},
+		{"account not a string", schemas.ErrorSchema, `{"error":{"code":"upstream_rate_limited","message":"m","status":429,"account":7}}`, `"error.account": must be a string`},
 		{"status too low", schemas.ErrorSchema, `{"error":{"code":"worker_busy","message":"m","status":200}}`, `"error.status": must be at least 400`},
 		{"nested item", schemas.ResponseSchema, `{"id":"r","status":"completed","output":[{"type":"message","content":[{"type":"output_text","text":1}]}],"output_text":""}`, `"output[0].content[0].text": must be a string`},
 		{"wrong object", schemas.ResponseSchema, `{"id":"r","object":"thing","status":"completed","output":[],"output_text":""}`, `"object": must be "response"`},

@@ -290,6 +290,7 @@ func (c *Client) run(ctx context.Context, cn *conn, frame []byte, onEvent func(E
 			return false, upstreamError("origin sent an event that is not a JSON object")
 		}
 		if typ == typeRateLimits {
+			c.reportEventLimits(f.data)
 			continue
 		}
 		// Events are passed on as received, except that an origin echoing our credentials (in an

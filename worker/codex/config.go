@@ -69,6 +69,11 @@ type Config struct {
 	Version string
 	// Logger receives debug logs. Nil discards them. The token is never logged.
 	Logger *slog.Logger
+	// OnLimits, when set, receives every usage report of the origin: the rate-limit headers of
+	// each successful upgrade and each codex.rate_limits event (see ParseLimitHeaders,
+	// ParseLimitsEvent). It is called on the dialing or generation goroutine and must not block.
+	// Nil = reports are ignored.
+	OnLimits func(Limits)
 }
 
 // withDefaults returns cfg with defaults filled in and the URL normalised, or an error.

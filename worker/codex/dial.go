@@ -143,8 +143,8 @@ func (c *Client) dialOnce(ctx context.Context, creds Credentials) (*conn, error)
 	if resp != nil && resp.Body != nil {
 		_ = resp.Body.Close()
 	}
+	c.reportHeaderLimits(resp)
 	c.upgrades.Add(1)
-	// TODO(accounts): the x-codex-* limit headers of resp go to the per-account OnLimits hook.
 	if c.httpUntil.Load() != 0 && c.httpUntil.Swap(0) != 0 {
 		c.log.Info("codex: the origin accepts WebSockets again; HTTP streaming ends")
 	}

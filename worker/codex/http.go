@@ -136,7 +136,7 @@ func (c *Client) postOnce(ctx context.Context, body []byte, creds Credentials, o
 		}
 		return reused, upstreamError("HTTP request to origin: %s", red.clean(err.Error()))
 	}
-	// TODO(accounts): the x-codex-* limit headers of resp go to the per-account OnLimits hook.
+	c.reportHeaderLimits(resp)
 	if resp.StatusCode != http.StatusOK {
 		err := c.classifyStatus(resp, red, false)
 		if isUnauthorized(err) {
@@ -177,7 +177,7 @@ func (c *Client) readStream(ctx context.Context, body io.ReadCloser, red redacto
 			return upstreamError("origin sent an event that is not a JSON object")
 		}
 		if typ == typeRateLimits {
-			// TODO(accounts): codex.rate_limits go to the per-account OnLimits hook.
+			c.reportEventLimits(data)
 			continue
 		}
 		typ, data = redactEvent(red, typ, data)

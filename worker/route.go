@@ -1,0 +1,380 @@
+package worker
+
+import (
+	"container/list"
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/codexpool/codexpool/gate"
+	"github.com/codexpool/codexpool/schemas"
+	"github.com/codexpool/codexpool/worker/codex"
+)
+
+// account is one configured account with everything that is its own: gate, socket pool, limits.
+type account struct {
+	index    int
+	name     string
+	identity string
+	source   string // where the credentials came from, for logs (never the secret)
+	gate     *gate.Gate
+	codex    *codex.Client
+	auth     *codex.Auth // keeps a login file fresh; nil with a fixed token
+	lim      *limitState // guarded by router.mu
+	starting int         // generations committed to it without a first event yet; guarded by router.mu
+
+	requests, completed     atomic.Int64 // generations started on the account; of those, completed
+	limited, unauthorized   atomic.Int64 // refusals for limits (429) and credentials (401)
+	moved, cooldowns, fasts atomic.Int64 // moved to another account; cooldowns begun; fast answers naming it
+}
+
+// router picks the account for each generation. Safe for concurrent use.
+type router struct {
+	// enforce is true for Config.Accounts: cooldowns keep requests away and refused requests
+	// move. The one-account shortcut only records the reports, and every request goes upstream as
+	// it always did.
+	enforce  bool
+	cooldown time.Duration
+
+	mu       sync.Mutex
+	accounts []*account
+	affinity *affinity
+	holders  int           // generations waiting in hold
+	wake     chan struct{} // closed (and replaced) when a held generation should look again
+}
+
+// holdCheck is how often a held generation looks again even without a wake-up (a gate's spacing
+// relaxes, a cooldown ends, without an event of ours).
+const holdCheck = 50 * time.Millisecond
+
+// choice is a candidate account and what routing compares.
+type choice struct {
+	a        *account
+	delay    time.Duration // below startSlack = can start now: an idle pooled socket, or a gate that lets it through
+	share    float64       // headroom per generation in flight after this one: larger is better
+	headroom float64
+}
+
+// startSlack is the resolution at which start delays are compared. Estimates below it are
+// noise (a handshake or two in flight); ranking on them would send a whole burst, picked within
+// a millisecond, to whichever gate happened to look free.
+const startSlack = 20 * time.Millisecond
+
+// better reports whether c should win over d.
+func (c choice) better(d choice) bool {
+	switch {
+	case c.delay/startSlack != d.delay/startSlack:
+		return c.delay < d.delay
+	case c.share != d.share:
+		return c.share > d.share
+	case c.headroom != d.headroom:
+		return c.headroom > d.headroom
+	}
+	return c.a.index < d.a.index
+}
+
+// readiness estimates how long a new generation on a would wait to start: 0 with an idle pooled
+// socket (no upgrade) or a gate that grants a permit at once, else the gate's queue times its
+// spacing. take is false when a already has as many generations starting (committed, no first
+// event yet) as its gate lets upgrade at once: more would only queue in that gate, while another
+// account's gate may free up first. Estimates for ranking only; the gate itself decides.
+// r.mu is held.
+func (r *router) readiness(a *account) (delay time.Duration, take bool) {
+	if a.codex.Stats().Idle > 0 {
+		return 0, true
+	}
+	s := a.gate.Snapshot()
+	if s.Mode == gate.Off {
+		return 0, true
+	}
+	take = !r.holding() || a.starting < startLimit(s)
+	pending := s.Queued
+	if s.Window > 0 && s.InFlight >= s.Window {
+		pending += s.InFlight - s.Window + 1
+	}
+	if pending == 0 && s.Spacing == 0 {
+		return 0, take
+	}
+	return time.Duration(pending+1) * max(s.Spacing, time.Millisecond), take
+}
+
+// startLimit is how many generations may be starting on an account with gate state s: the
+// adaptive gate's window, one while another gate paces, no limit otherwise.
+func startLimit(s gate.Snapshot) int {
+	switch {
+	case s.Window > 0:
+		return s.Window
+	case s.Spacing > 0:
+		return 1
+	}
+	return math.MaxInt
+}
+
+// holding reports whether generations wait in the worker for an account to free up, rather than
+// in one account's gate: only with several accounts under Config.Accounts.
+func (r *router) holding() bool { return r.enforce && len(r.accounts) > 1 }
+
+// pick chooses the account for a generation with prompt cache key (may be empty) at now, leaving
+// out the accounts in tried, and counts the generation as started on it (release it with
+// started at its first event and finish at its end). hold is true when accounts are usable but
+// none can take it yet: wait in hold and pick again. With no account to use it returns nil and,
+// when every account left is cooling down, the error to answer with (429, or 401 when
+// credentials were the reason).
+//
+// The rules, in order:
+//  1. Accounts cooling down are left out, and so are accounts on their last call that already
+//     run a generation.
+//  2. With several accounts, one whose gate already has as many upgrades starting as it lets
+//     through at once takes no more for now: the generation waits for whichever account frees
+//     up first, instead of queueing behind one gate.
+//  3. A key that an account served last goes to it again, if it can start at once.
+//  4. The account that can start soonest wins; among those, the one with the most headroom per
+//     generation in flight (so load spreads, and an account near its limit gets less of it);
+//     then the most headroom; then the order of the configuration.
+//
+// Accounts on their last call are used concurrently only when nothing else is left.
+func (r *router) pick(now time.Time, key string, tried []*account) (a *account, hold bool, cerr *schemas.Error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var best, busy *choice
+	var first *account // the cooling account usable first
+	full := false      // an account is usable but cannot take more now
+	for _, a := range r.accounts {
+		if slices.Contains(tried, a) {
+			continue
+		}
+		av := a.lim.available(now)
+		if !r.enforce {
+			av = availability{headroom: av.headroom}
+		}
+		if av.cooling {
+			if first == nil || av.until.Before(first.lim.coolUntil) {
+				first = a
+			}
+			continue
+		}
+		c := choice{a: a, headroom: av.headroom, share: av.headroom / float64(a.lim.inflight+1)}
+		if av.lastCall && a.lim.inflight > 0 {
+			if busy == nil || c.better(*busy) {
+				busy = &c
+			}
+			continue
+		}
+		var take bool
+		if c.delay, take = r.readiness(a); !take {
+			full = true
+			continue
+		}
+		if best == nil || c.better(*best) {
+			best = &c
+		}
+	}
+	if key != "" && best != nil {
+		if a := r.affinity.get(key); a != nil && a != best.a && !slices.Contains(tried, a) && r.usable(a, now) {
+			if d, take := r.readiness(a); take && d < startSlack {
+				best = &choice{a: a}
+			}
+		}
+	}
+	if best == nil && full {
+		return nil, true, nil
+	}
+	if best == nil {
+		best = busy
+	}
+	if best != nil {
+		best.a.lim.started()
+		best.a.starting++
+		best.a.requests.Add(1)
+		return best.a, false, nil
+	}
+	if first == nil {
+		return nil, false, nil
+	}
+	first.fasts.Add(1)
+	return nil, false, r.coolingError(first, now)
+}
+
+// hold waits until a held generation should pick again: something freed up, holdCheck passed,
+// or ctx is done (its error is returned).
+func (r *router) hold(ctx context.Context) error {
+	r.mu.Lock()
+	if r.wake == nil {
+		r.wake = make(chan struct{})
+	}
+	wake := r.wake
+	r.holders++
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.holders--
+		r.mu.Unlock()
+	}()
+	t := time.NewTimer(holdCheck)
+	defer t.Stop()
+	select {
+	case <-wake:
+	case <-t.C:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
+}
+
+// wakeLocked tells the held generations to look again. r.mu is held.
+func (r *router) wakeLocked() {
+	if r.holders > 0 && r.wake != nil {
+		close(r.wake)
+		r.wake = make(chan struct{})
+	}
+}
+
+// started records that a generation committed to a has its first event (or ended without one):
+// it is no longer starting.
+func (r *router) started(a *account) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	a.starting--
+	r.wakeLocked()
+}
+
+// usable reports whether a takes a generation at now: not cooling down, and not on its last
+// call with one already running.
+func (r *router) usable(a *account, now time.Time) bool {
+	if !r.enforce {
+		return true
+	}
+	av := a.lim.available(now)
+	return !av.cooling && !(av.lastCall && a.lim.inflight > 0)
+}
+
+// coolingError is the answer when every account is cooling down: the one usable first names the
+// wait and the reason.
+func (r *router) coolingError(a *account, now time.Time) *schemas.Error {
+	wait := max(a.lim.coolUntil.Sub(now), time.Second)
+	code, status := schemas.CodeUpstreamRateLimited, 429
+	if a.lim.coolCode == codeUnauthorized {
+		code, status = schemas.CodeUpstreamUnauthorized, 401
+	}
+	n := len(r.accounts)
+	what := "every account is cooling down"
+	if n == 1 {
+		what = "the only account is cooling down"
+	}
+	upstream := a.lim.coolCode
+	if upstream == codeUnauthorized {
+		upstream = ""
+	}
+	return &schemas.Error{Status: status, Code: code, RetryAfter: wait, UpstreamCode: upstream, Account: a.name,
+		Message: fmt.Sprintf("worker: %s; the first, %q, is usable again in %s (%s)", what, a.name, wait.Round(time.Second), a.lim.coolWhy)}
+}
+
+// codeUnauthorized marks a cooldown set by a 401 (the origin's own code is rarely given).
+const codeUnauthorized = "unauthorized"
+
+// finish releases a generation pick started on a: completed counts it towards the account's
+// projected usage and remembers the account for key.
+func (r *router) finish(a *account, key string, completed bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	a.lim.finished(completed)
+	if completed && key != "" {
+		r.affinity.put(key, a)
+	}
+	r.wakeLocked()
+}
+
+// refuse records that the origin refused a: it cools down (with Config.Accounts) until the
+// refusal's retry time or for the fallback cooldown. It reports whether a cooldown began or grew,
+// and until when.
+func (r *router) refuse(a *account, code, why string, retryAfter time.Duration, now time.Time) (bool, time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.enforce {
+		return false, time.Time{}
+	}
+	before := a.lim.coolUntil
+	a.lim.refuse(code, why, retryAfter, now, r.cooldown)
+	if a.lim.coolUntil.After(before) {
+		a.cooldowns.Add(1)
+		return true, a.lim.coolUntil
+	}
+	return false, time.Time{}
+}
+
+// observe records a usage report of a's origin. It reports whether a cooldown began or grew.
+func (r *router) observe(a *account, l codex.Limits, now time.Time) (bool, time.Time, string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	before := a.lim.coolUntil
+	a.lim.observe(l, now, r.cooldown)
+	if !r.enforce {
+		// The shortcut keeps no cooldown: its requests go upstream whatever the reports say.
+		a.lim.coolUntil, a.lim.coolCode, a.lim.coolWhy = time.Time{}, "", ""
+		return false, time.Time{}, ""
+	}
+	if a.lim.coolUntil.After(before) {
+		a.cooldowns.Add(1)
+		return true, a.lim.coolUntil, a.lim.coolWhy
+	}
+	return false, time.Time{}, ""
+}
+
+// earliest returns when the first account stops cooling down, and false when one is not cooling.
+func (r *router) earliest(now time.Time) (time.Time, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var t time.Time
+	for _, a := range r.accounts {
+		if !r.enforce || !now.Before(a.lim.coolUntil) {
+			return time.Time{}, false
+		}
+		if t.IsZero() || a.lim.coolUntil.Before(t) {
+			t = a.lim.coolUntil
+		}
+	}
+	return t, !t.IsZero()
+}
+
+// affinity remembers which account served a prompt cache key last, for the max most recent keys.
+// Not safe for concurrent use (router.mu guards it).
+type affinity struct {
+	max   int
+	order *list.List // of *affinityEntry, most recent first
+	keys  map[string]*list.Element
+}
+
+type affinityEntry struct {
+	key string
+	a   *account
+}
+
+func newAffinity(max int) *affinity {
+	return &affinity{max: max, order: list.New(), keys: map[string]*list.Element{}}
+}
+
+func (f *affinity) get(key string) *account {
+	if e, ok := f.keys[key]; ok {
+		f.order.MoveToFront(e)
+		return e.Value.(*affinityEntry).a
+	}
+	return nil
+}
+
+func (f *affinity) put(key string, a *account) {
+	if e, ok := f.keys[key]; ok {
+		e.Value.(*affinityEntry).a = a
+		f.order.MoveToFront(e)
+		return
+	}
+	f.keys[key] = f.order.PushFront(&affinityEntry{key: key, a: a})
+	for f.order.Len() > f.max {
+		old := f.order.Back()
+		f.order.Remove(old)
+		delete(f.keys, old.Value.(*affinityEntry).key)
+	}
+}
