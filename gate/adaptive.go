@@ -12,6 +12,13 @@ import (
 // second the window, not the spacing, is what limits.
 const minSpacing = time.Millisecond
 
+// slowStartRun is the successes per step of the window in slow start: the window grows by half
+// every round of handshakes, not doubles. Against a small bucket, the upgrades in flight when it
+// runs dry are refused, and in a fleet the news of the first refusal reaches the other gates a
+// moment late: a window that doubled is twice what was just accepted. Half more costs a healthy
+// 30-burst one more round (2+3+4+6+9+...), a few milliseconds on loopback.
+const slowStartRun = 2
+
 // A closed origin: closedRefusals refusals with nothing accepted, the first and the last at least
 // closedSpans RateWindows apart. With nothing accepted the gate spaces its starts at least a
 // RateWindow apart (1 s), and a token-bucket origin refills a token in 1/rate, so an origin that
@@ -40,11 +47,18 @@ var errBudget = errors.New("gate: forbidden budget spent")
 //
 // spacing is the fleet's spacing: the gap between starts that the whole fleet of gates sharing
 // the limit may make. This gate's own gap is spacing divided by its share of the fleet's demand;
-// without peers the share is 1 and the two are the same.
+// without peers the share is 1 and the two are the same. Each gate of a fleet has its own value
+// for it, proposal, which its reactions and relaxations set; spacing is the median of the
+// proposals of the gates in the same epoch (without peers, proposal itself).
 type adaptive struct {
 	mu        sync.Mutex
 	spacing   time.Duration // the fleet's gap between consecutive starts
-	streak    int           // paced successes towards the next relaxation step
+	proposal  time.Duration // this gate's own value for it
+	streak    int           // paced successes (here and at the peers) towards the next relaxation step
+	relaxedAt time.Time     // the last relaxation step
+	slotted   bool          // the next start takes its slot after the last reaction (see rephase)
+	slotRank  int           // ...the slotRank+1-th spacing after it
+	busyAt    time.Time     // when the last caller came to an idle gate (nothing queued or in flight)
 	widenedAt time.Time     // the last reaction: rejections of attempts started before it are not news
 	epoch     uint64        // reactions so far, this gate's and those adopted from peers
 	backedOff time.Duration // the last reaction's spacing before the measured floor
@@ -86,7 +100,7 @@ type waiter struct {
 }
 
 func newAdaptive(c Config) *adaptive {
-	return &adaptive{cfg: c, spacing: c.Floor, window: c.InitialWindow, ssthresh: c.MaxWindow}
+	return &adaptive{cfg: c, spacing: c.Floor, proposal: c.Floor, window: c.InitialWindow, ssthresh: c.MaxWindow}
 }
 
 // widest is the spacing of a closed origin's probes.
@@ -113,25 +127,47 @@ func (a *adaptive) ownSpacing(now time.Time) time.Duration {
 // earliest is the first time the rate allows the next start.
 func (a *adaptive) earliest(now time.Time) time.Time {
 	t := a.hold
+	own := a.ownSpacing(now)
 	if !a.last.IsZero() {
-		if n := a.last.Add(a.ownSpacing(now)); n.After(t) {
-			t = n
-		}
+		t = later(t, a.last.Add(own))
 	}
 	if f := a.f; f != nil {
 		t = later(t, f.peerHold)
-		if a.spacing > 0 && !f.peerStartAt.IsZero() && a.livePeers(now) > 0 {
-			// The fleet's pace: a spacing after the last start heard of anywhere in the fleet,
-			// but at most a spacing later than this gate's own pace would allow.
-			t = later(t, earlier(f.peerStartAt.Add(a.spacing), a.last.Add(a.ownSpacing(now)+a.spacing)))
+		if a.confirms(now) {
+			// A peer sees a closed origin, and this gate has not been refused itself: its next
+			// start confirms it without waiting for its pace (see confirms).
+			return later(a.hold, f.peerHold)
+		}
+		if a.spacing > 0 && a.livePeers(now) > 0 {
+			// Peers delay a start by at most a spacing beyond this gate's own pace.
+			limit := later(a.last, a.busyAt).Add(own + a.spacing)
+			if a.slotted {
+				// The slot after the fleet's first reaction (see rephase), instead of the own
+				// pace: sooner, or later.
+				t = later(later(a.hold, f.peerHold), earlier(a.widenedAt.Add(min(time.Duration(a.slotRank+1)*a.spacing, own)), limit))
+			}
+			if !f.peerStartAt.IsZero() {
+				// The fleet's pace: a spacing after the last start heard of anywhere in the fleet.
+				t = later(t, earlier(f.peerStartAt.Add(a.spacing), limit))
+			}
 		}
 	}
 	if a.closed {
-		if n := a.probeSlot(now); n.After(t) {
-			t = n
-		}
+		t = later(t, a.probeSlot(now))
 	}
 	return t
+}
+
+// confirms reports whether this gate's next start may confirm a closed origin that a peer sees:
+// it needs a refusal of its own to close (peers alone cannot close it), and paced a share of the
+// fleet's spacing apart, the last gate of a fleet would make its first attempt only seconds after
+// the others closed, its callers waiting all along. So once per widest spacing, a gate not closed
+// and not refused since the last acceptance starts at once when a live peer reports a closed
+// origin: if the origin is closed, the refusal closes this gate too.
+func (a *adaptive) confirms(now time.Time) bool {
+	f := a.f
+	return !a.closed && !a.ownRefused && len(a.queue) > 0 && !f.peerClosedAt.IsZero() &&
+		now.Sub(f.peerClosedAt) < peerLive*a.cfg.ReportInterval && now.Sub(f.confirmedAt) >= a.widest()
 }
 
 // probeSlot is a closed origin's next probe: the widest spacing after this gate's last refusal,
@@ -167,8 +203,11 @@ func earlier(a, b time.Time) time.Time {
 // to an interval ago, and a burst reaches every gate at once). While the fleet is not paced yet
 // and that part is below one upgrade, the window's slots go one each to the busy gates in id
 // order, so that a fleet in slow start has about a window in flight rather than one upgrade per
-// gate; a gate left out still gets a start after a ReportInterval without one, so peers can delay
-// its starts but never stop them. It is 0 only in that case.
+// gate. A burst reaches every gate at once, before any has heard of the others' callers: for its
+// first ReportInterval/20 after it became busy, a gate counts the peers that it has not
+// heard from since as busy too. A gate left out still gets a start after a ReportInterval
+// without one (or since it became busy), so peers can delay its starts but never stop them. It is
+// 0 only in that case.
 func (a *adaptive) limit(now time.Time) int {
 	if a.f == nil || a.window <= 1 && a.spacing > 0 || a.livePeers(now) == 0 {
 		return a.window
@@ -177,19 +216,30 @@ func (a *adaptive) limit(now time.Time) int {
 	if n := a.window * self / (self + a.f.peerDemand1); n >= 1 || a.spacing > 0 {
 		return max(n, 1)
 	}
-	if now.Sub(a.last) >= a.cfg.ReportInterval || a.f.rank(now, a.cfg.ReportInterval) < a.window {
+	var doubt time.Time // peers not heard from since then count as busy
+	if now.Sub(a.busyAt) < a.listen() {
+		doubt = a.busyAt
+	}
+	if now.Sub(later(a.last, a.busyAt)) >= a.cfg.ReportInterval || a.f.rank(now, a.cfg.ReportInterval, doubt) < a.window {
 		return 1
 	}
 	return 0
 }
+
+// listen is how long a gate that just became busy doubts that its peers are idle.
+func (a *adaptive) listen() time.Duration { return a.cfg.ReportInterval / 20 }
 
 // tryGrant grants a start at now if the window and the spacing allow it.
 func (a *adaptive) tryGrant(now time.Time) (grant, bool) {
 	if a.inflight >= a.limit(now) || now.Before(a.earliest(now)) {
 		return grant{}, false
 	}
+	if a.f != nil && a.confirms(now) {
+		a.f.confirmedAt = now
+	}
 	a.inflight++
 	a.last = now
+	a.slotted = false
 	return grant{start: now, id: a.slots.push(now)}, true
 }
 
@@ -214,8 +264,10 @@ func wake(w *waiter) {
 	}
 }
 
-// expire reclaims the slots of permits whose lease ran out unreported.
+// expire reclaims the slots of permits whose lease ran out unreported, and forgets the peers that
+// fell silent (so that the spacing is the fleet's of now).
 func (a *adaptive) expire(now time.Time) {
+	a.livePeers(now)
 	a.inflight -= a.slots.expire(now.Add(-a.cfg.Lease))
 	if a.probeID != 0 && now.Sub(a.probeStart) >= a.cfg.Lease {
 		a.probing, a.probeID = false, 0 // its slot was just reclaimed
@@ -238,6 +290,9 @@ func (a *adaptive) wait(ctx context.Context, now time.Time, r request) (grant, e
 		if d := len(a.queue) + a.inflight + 1; d >= 2 && d >= 2*f.sentDemand {
 			a.notify()
 		}
+	}
+	if len(a.queue)+a.inflight == 0 {
+		a.busyAt = now
 	}
 	probe := false
 	if a.closed {
@@ -288,7 +343,11 @@ func (a *adaptive) wait(ctx context.Context, now time.Time, r request) (grant, e
 			}
 			d = max(a.earliest(now).Sub(now), 0)
 			if l := a.limit(now); l == 0 {
-				d = max(d, a.last.Add(a.cfg.ReportInterval).Sub(now)) // or a peer's news
+				until := later(a.last, a.busyAt).Add(a.cfg.ReportInterval)
+				if e := a.busyAt.Add(a.listen()); e.After(now) {
+					until = earlier(until, e)
+				}
+				d = max(d, until.Sub(now)) // or a peer's news
 			} else if a.inflight >= l {
 				if oldest, ok := a.slots.oldest(); ok {
 					d = max(d, oldest.Add(a.cfg.Lease).Sub(now))
@@ -357,11 +416,13 @@ func (a *adaptive) report(p Permit, o outcome, now time.Time, retryAfter time.Du
 	case outcomeSuccess:
 		a.acceptedTotal++
 		a.accepted.add(now, a.cfg.RateWindow)
-		if a.closed || a.spacing > 0 {
-			a.notify() // the peers reopen too; or, paced, they count this start in the fleet's pace
-		}
+		closed := a.closed
 		a.acceptedByFleet()
-		a.succeeded(now)
+		if grew := a.succeeded(now); closed || a.spacing > 0 || grew && a.f != nil && a.f.live > 0 {
+			// The peers reopen too; or, paced, they count this start in the fleet's pace; or,
+			// in slow start, their windows grow with it.
+			a.notify()
+		}
 	case outcomeForbidden:
 		a.rejectedTotal++
 		a.notify()
@@ -391,47 +452,88 @@ func (a *adaptive) refusedByFleet(now time.Time) {
 	}
 }
 
-// succeeded grows the window and relaxes the spacing, each only while it is what limits. With
-// peers, a success here stands for 1/share of the fleet's, so the fleet relaxes as one gate would.
-func (a *adaptive) succeeded(now time.Time) {
+// succeeded grows the window and relaxes the spacing, each only while it is what limits, and
+// reports whether the window grew.
+func (a *adaptive) succeeded(now time.Time) bool {
+	grew := a.growWindow(now, 1)
+	a.relax(now, 1)
+	return grew
+}
+
+// relax counts n paced successes, here or at the peers, and relaxes the spacing every RelaxRun
+// of them while callers are queued behind it (here, or at a peer: its demand). Every gate of a
+// fleet counts the same successes, so they relax together, and each step starts from the
+// fleet's spacing: proposals that drifted apart meet again. With peers, a step comes no sooner
+// than RelaxRun starts at half the spacing would allow, whatever successes a peer claims.
+func (a *adaptive) relax(now time.Time, n int) {
 	c := &a.cfg
-	a.growWindow(now, 1)
-	if len(a.queue) == 0 || a.spacing <= c.Floor {
+	if a.spacing <= c.Floor || !a.queued(now) {
 		return
 	}
-	a.streak++
-	if a.f == nil {
-		if a.streak < c.RelaxRun {
-			return
-		}
-	} else if float64(a.streak) < max(float64(c.RelaxRun)*a.share(now), 1) {
+	a.streak += n
+	if a.streak < c.RelaxRun {
+		return
+	}
+	if a.f != nil && now.Sub(a.relaxedAt) < time.Duration(c.RelaxRun)*a.spacing/2 {
+		a.streak = c.RelaxRun // the step waits for the next success
 		return
 	}
 	a.streak = 0
 	a.steps++
+	a.relaxedAt = now
 	cut := (1 - c.Relax) * float64(a.steps)
 	s := time.Duration(float64(a.spacing) * max(1-cut, 0.5))
 	if s < minSpacing {
 		s = 0
 	}
-	a.spacing = max(s, c.Floor)
+	a.propose(now, max(s, c.Floor))
+}
+
+// queued reports whether callers wait behind the pace: here, or at a live peer (its demand, as
+// of its last signal).
+func (a *adaptive) queued(now time.Time) bool {
+	return len(a.queue) > 0 || a.livePeers(now) > 0 && a.f.peerDemand > 0
+}
+
+// propose sets this gate's own value for the fleet's spacing, and the spacing from it.
+func (a *adaptive) propose(now time.Time, s time.Duration) {
+	a.proposal = s
+	a.settle(now)
+}
+
+// settle sets the spacing to the median of this gate's proposal and those of its live peers in
+// the same epoch (a peer in an earlier one has not heard of the last reaction yet). Without
+// peers it is the proposal. A median, so that one peer far off, late or hostile, moves it little.
+func (a *adaptive) settle(now time.Time) {
+	a.spacing = a.proposal
+	if a.livePeers(now) > 0 {
+		a.spacing = a.f.median(a.proposal, a.epoch, now, peerLive*a.cfg.ReportInterval, a.cfg.Floor, a.widest())
+	}
 }
 
 // growWindow grows the window for n accepted upgrades (here, or at the peers), only while it is
-// what limits: callers are queued or this gate's part of it is at least half full.
-func (a *adaptive) growWindow(now time.Time, n int) {
+// what limits: callers are queued or this gate's part of it is at least half full. It reports
+// whether the window grew.
+func (a *adaptive) growWindow(now time.Time, n int) bool {
 	if len(a.queue) == 0 && a.inflight+1 < (a.limit(now)+1)/2 {
-		return
+		return false
 	}
+	was := a.window
 	for range n {
 		if a.window < a.ssthresh {
-			a.window++
+			// Slow start: one more per slowStartRun successes, so the window grows by half
+			// every round of handshakes.
+			if a.grow++; a.grow >= slowStartRun {
+				a.grow = 0
+				a.window++
+			}
 		} else if a.grow++; a.grow >= a.window {
 			a.grow = 0
 			a.window++
 		}
 	}
 	a.window = min(a.window, a.cfg.MaxWindow)
+	return a.window > was
 }
 
 // forbidden reacts to a rejection of an attempt that started at start.
@@ -439,16 +541,17 @@ func (a *adaptive) forbidden(start, now time.Time) {
 	a.streak = 0
 	a.steps = 0
 	if start.After(a.widenedAt) {
-		a.react(now)
 		if a.epoch+1 < maxSignalEpoch {
 			a.epoch++
 		}
+		a.react(now)
 	}
 	a.pushHold(now)
 }
 
-// react is one reaction to a rejection, this gate's or a peer's: the window halves, and the
-// spacing backs off, never below the rate the fleet was just measured to accept.
+// react is one reaction to a rejection, this gate's or a peer's (its epoch already set):
+// the window halves, and the spacing backs off from the fleet's, never below the rate the fleet
+// was just measured to accept.
 func (a *adaptive) react(now time.Time) {
 	c := &a.cfg
 	a.widenedAt = now
@@ -456,9 +559,28 @@ func (a *adaptive) react(now time.Time) {
 	a.window = max(a.window/2, 1)
 	a.ssthresh = a.window
 	a.grow = 0
+	paced := a.spacing > c.Floor
 	a.backedOff = time.Duration(float64(a.spacing) * c.Backoff)
 	a.measured = a.fleetRecent(now)
-	a.spacing = a.clampSpacing(max(a.backedOff, c.RateWindow/time.Duration(max(a.measured, 1))))
+	a.propose(now, a.clampSpacing(max(a.backedOff, c.RateWindow/time.Duration(max(a.measured, 1)))))
+	if !paced {
+		a.rephase(now)
+	}
+}
+
+// rephase spreads the starts of a fleet that has just become paced. The gates of a fleet in slow
+// start all started within moments of each other, and each paces its next start from its own
+// last one: left alone, they stay in step, all starting again together an own spacing later (and
+// then again), while the origin's tokens of the time between go unused. So the gate with rank r
+// among the busy gates (by id) takes the slot r+1 spacings after the reaction for its next start
+// (at most an own spacing after it), and its own pace after that: the fleet's next starts come a
+// spacing apart, the first when the origin may have a token again. A gate due later starts at its
+// slot; one due sooner waits for it, but at most a spacing beyond its own pace.
+func (a *adaptive) rephase(now time.Time) {
+	a.slotted = a.spacing > 0 && a.livePeers(now) > 0
+	if a.slotted {
+		a.slotRank = a.f.rank(now, a.cfg.ReportInterval, time.Time{})
+	}
 }
 
 // pushHold pushes the next start to at least now + the fleet's spacing: the origin just refused
@@ -473,6 +595,7 @@ func (a *adaptive) snapshot(s *Snapshot) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	now := time.Now()
+	a.livePeers(now)
 	s.Spacing, s.Streak = a.spacing, a.streak
 	s.Window, s.InFlight, s.Queued = a.window, a.inflight, len(a.queue)
 	s.Closed = a.closed

@@ -54,18 +54,20 @@ func perRound(starts []time.Duration) []int {
 	return out
 }
 
-func TestAdaptiveSlowStartDoublesEachRound(t *testing.T) {
+func TestAdaptiveSlowStartGrowsByHalfEachRound(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := New(Config{})
 		t0 := time.Now()
 		got := perRound(startAll(t, g, t0, 100, Permit.Succeeded))
-		// 2 at once; each success frees its slot and adds one: 4, 8, 16, 32, then the rest.
-		if want := []int{2, 4, 8, 16, 32, 38}; !slices.Equal(got, want) {
+		// 2 at once; each success frees its slot and every second one adds one: 3, 4, 6, 9, 14,
+		// 21, 31, then the rest.
+		if want := []int{2, 3, 4, 6, 9, 14, 21, 31, 10}; !slices.Equal(got, want) {
 			t.Errorf("starts per handshake round = %v, want %v", got, want)
 		}
-		// 64 after five rounds; in the last one it grows while it is at least half full.
-		if s := g.Snapshot(); s.Window != 69 || s.InFlight != 0 || s.Spacing != 0 || s.Rejections != 0 {
-			t.Errorf("snapshot %+v, want window 69, nothing in flight, spacing 0", s)
+		// In the last rounds it grows only while it is at least half full, which depends on the
+		// order in which the reports and waits of one instant come.
+		if s := g.Snapshot(); s.Window < 40 || s.Window > 50 || s.InFlight != 0 || s.Spacing != 0 || s.Rejections != 0 {
+			t.Errorf("snapshot %+v, want window 40-50, nothing in flight, spacing 0", s)
 		}
 	})
 }
@@ -84,7 +86,7 @@ func TestAdaptiveMaxWindow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := New(Config{InitialWindow: 2, MaxWindow: 5})
 		got := perRound(startAll(t, g, time.Now(), 20, Permit.Succeeded))
-		if want := []int{2, 4, 5, 5, 4}; !slices.Equal(got, want) {
+		if want := []int{2, 3, 4, 5, 5, 1}; !slices.Equal(got, want) {
 			t.Errorf("starts per round = %v, want %v", got, want)
 		}
 	})
@@ -268,8 +270,8 @@ func TestAdaptiveRetryAfterOnAStaleReportStillWins(t *testing.T) {
 		if _, at := take(t, g, t0); at != 7*time.Second {
 			t.Errorf("next start at %v, want 7s", at)
 		}
-		if s := g.Snapshot(); s.Spacing != 0 || s.Window != 3 {
-			t.Errorf("spacing %v window %d, want 0, 3 (grown by the success; a stale report does not halve)", s.Spacing, s.Window)
+		if s := g.Snapshot(); s.Spacing != 0 || s.Window != 2 {
+			t.Errorf("spacing %v window %d, want 0, 2 (a stale report does not halve)", s.Spacing, s.Window)
 		}
 	})
 }
@@ -289,8 +291,8 @@ func TestAdaptiveUnreportedPermitExpires(t *testing.T) {
 		}
 		p.Succeeded()
 		p.Succeeded() // twice: harmless
-		if s := g.Snapshot(); s.InFlight != 0 || s.Window != 2 {
-			t.Errorf("in flight %d window %d, want 0, 2 (one growth for one success)", s.InFlight, s.Window)
+		if s := g.Snapshot(); s.InFlight != 0 || s.Window != 1 {
+			t.Errorf("in flight %d window %d, want 0, 1 (one success counted: half a step of slow start)", s.InFlight, s.Window)
 		}
 	})
 }

@@ -16,13 +16,15 @@
 // for both instead of jumping, with two limits that a start must both pass:
 //
 //   - A window of upgrades in flight (granted, not yet reported). It starts at InitialWindow (2),
-//     grows by one per success while below the slow-start threshold (so it doubles every round
-//     of handshakes; loopback handshakes take about a millisecond, so a healthy origin sees it
-//     at hundreds within milliseconds), and by one per window of successes above it. A rejection
+//     grows by one per two successes while below the slow-start threshold (so it grows by half
+//     every round of handshakes; loopback handshakes take about a millisecond, so a healthy origin
+//     sees it at hundreds within tens of milliseconds), and by one per window of successes above
+//     it. (Doubling, as TCP does, leaves twice what the origin just accepted in flight when a
+//     small bucket runs dry; by half costs a healthy 30-burst one more round.) A rejection
 //     halves it (never below 1) and sets the threshold there. It grows only while it limits
 //     (callers are queued or it is at least half full), so a quiet period does not build up a
 //     window that the next burst would storm the origin with. MaxWindow (1024) caps it.
-//     Against a burst-5 origin a 60-burst loses a handful of upgrades instead of 55.
+//     Against a burst-5 origin a 60-burst loses 4 to 7 upgrades instead of 55.
 //   - A spacing between consecutive starts, for the rate. It is Floor (0) until the first
 //     rejection, which sets it to the rate the origin was just measured to accept: RateWindow
 //     (1s) divided by the upgrades accepted in the last RateWindow (1s when none were). Every
@@ -78,29 +80,42 @@
 // each still decides for itself. A transport (NATS, in this module; the package knows none)
 // drives it:
 //
-//   - every ReportInterval (100ms), and whenever [Gate.Pending] fires, it calls
-//     [Gate.NextSignal] and, if ok, publishes [Signal.AppendBinary]'s bytes to the peers;
+//   - as soon as it starts, then after every [Gate.NextSignalDelay] (ReportInterval, 100ms; a
+//     quarter of it while the gate joins a fleet, so that gates that meet trust each other within
+//     an interval), and whenever [Gate.Pending] fires, it calls [Gate.NextSignal] and, if ok,
+//     publishes [Signal.AppendBinary]'s bytes to the peers;
 //   - it hands every message it receives to [Gate.ObserveBinary] (or a decoded one to
 //     [Gate.Observe]); its own come back harmlessly;
 //   - a worker that can give a request back to a queue its peers serve may ask [Gate.Estimate].
 //
 // A Signal carries the gate's random id, a sequence number, its reaction epoch, its totals of
 // accepted and refused upgrades, those accepted in the last RateWindow, its demand (callers
-// queued plus upgrades in flight), its spacing, the rest of a Retry-After, the wait it expects
-// for a new caller, and whether it sees a closed origin. Durations are relative and counts are
-// totals, so no two clocks are compared and a lost signal costs only time.
+// queued plus upgrades in flight), the fleet spacing it proposes, the rest of a Retry-After, the
+// wait it expects for a new caller, and whether it sees a closed origin. Durations are relative
+// and counts are totals, so no two clocks are compared and a lost signal costs only time.
 //
 // From its live peers a gate knows the fleet's picture, and paces by it:
 //
 //   - The spacing is the fleet's: the gap between starts for all the gates together, set at a
 //     reaction from the upgrades the fleet accepted in the last RateWindow (the sum of the
-//     peers' counts and its own). A gate's own gap is that spacing divided by its share, its
+//     peers' counts and its own). Each gate proposes a value, and uses the median of its own and
+//     those of its live peers in the same epoch: left to themselves, gates that reacted before
+//     they trusted each other, or relaxed on different successes, were measured drifting apart
+//     tenfold (26ms to 546ms in one fleet), and a gate left with the widest served the last
+//     requests of a burst one a second while the origin took five. Reactions and relaxations
+//     start from the median, and every gate relaxes on the fleet's successes (its peers'
+//     acceptances count), so the proposals stay together, and one far off, late or hostile moves
+//     the median little. A gate's own gap is that spacing divided by its share, its
 //     demand over the fleet's: requests are served at the same rate wherever they queue. (An
 //     equal share among busy gates was measured too: for 8 gates, a 60-burst took 15.2s
 //     instead of 11.5s and sustained load had a 47s p95 instead of 37.5s, since a gate with few
 //     requests kept a rate its requests did not need.) No gate starts within one fleet spacing
 //     of the last start it heard of (an acceptance is urgent news while the fleet is paced), so
-//     gates freed by the same news do not all start at once.
+//     gates freed by the same news do not all start at once. When the fleet first becomes paced
+//     (its gates all started within moments, in slow start), each gate takes the slot rank+1
+//     spacings after the reaction (rank: its place among the busy gates by id) for its next
+//     start instead of its own pace: left in step, they would all start together again an own
+//     spacing later.
 //   - Reactions have epochs, a Lamport clock: a gate's rejection widens only if its attempt
 //     started in the gate's current epoch, and a widening bumps the epoch; a signal with a
 //     higher epoch is a peer's reaction, applied once (window halved, spacing backed off, never
@@ -112,9 +127,14 @@
 //     it (counting a peer as at least one caller, since at a burst's start every gate's news is
 //     a moment old). While the fleet is not paced yet and a gate's share is below one upgrade,
 //     the window's slots go one each to the busy gates in id order: a fresh fleet in slow start
-//     has about one window in flight, not one upgrade per gate.
+//     has about one window in flight, not one upgrade per gate. A burst reaches every gate
+//     before any has heard of the others' callers, so for ReportInterval/20 (5ms) after it
+//     becomes busy a gate counts a peer it has not heard from since as busy; and in slow start
+//     an acceptance that grows the window is urgent news too.
 //   - A peer's Retry-After holds this gate too; a peer's acceptance reopens a closed gate; its
-//     refusals count towards closing one (but one refusal must be the gate's own); and a closed
+//     refusals count towards closing one (but one refusal must be the gate's own: a gate that
+//     hears a peer report a closed origin and was not refused itself starts at once, once per
+//     Max, to see for itself, instead of after its share of the fleet's spacing); and a closed
 //     fleet probes about once per Max, since a peer's refusal moves every gate's probe slot and
 //     a fixed offset per gate lets the same one go first.
 //
@@ -126,15 +146,17 @@
 // A garbled or hostile signal must not stall a gate. [ParseSignal] accepts only version 1, 62
 // bytes, known flags and every field in range, and encodings are canonical. A new id enters the
 // peer table (32 entries) only once heard in two generations of an admission filter (two
-// report intervals each), and counts only after 3 more increasing seqs over 2 intervals: a flood
-// of random ids never does, and cannot evict a live peer. A peer's signals beyond 30 per interval
+// report intervals each), and counts only after 3 more increasing seqs over a quarter interval
+// at least: a flood of random ids never does, and cannot evict a live peer. A peer's signals beyond 30 per interval
 // are dropped (a gate makes at most 29), as are stale and inconsistent ones (a total going
 // back); peers expire after 3 silent intervals. What an established but hostile peer can do is
 // bounded too: its Retry-After holds this gate for at most Max in any 2·Max; this gate's own
 // spacing never exceeds max(Max, Floor) whatever demand it claims; it can trigger at most one
-// reaction per interval; its claimed acceptances at most double the window per signal; the slot
-// order and the fleet's pace delay a start by at most an interval or a spacing; peers alone
-// cannot close a gate, and they push its probes at most (peers+1)·Max after its own refusal. So
+// reaction per interval; its claimed acceptances at most double the window per signal, and relax
+// the spacing at most one step per RelaxRun half-spacings; its proposed spacing is one vote in a
+// median; the slot order, the fleet's pace and the slots after a reaction delay a start by at most
+// an interval or a spacing; peers alone cannot close a gate, a claimed closed origin gets one
+// unpaced start per Max, and they push its probes at most (peers+1)·Max after its own refusal. So
 // Wait never blocks forever on a signal. Snapshot counts what was applied and what was dropped.
 //
 // Measured in virtual time (TestFleetTargets: 1, 4 and 8 gates on a 5/s burst-5 origin with 1ms

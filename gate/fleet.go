@@ -12,7 +12,9 @@ import (
 const (
 	maxPeers        = 32            // peer table size; a flood of ids cannot grow it
 	peerTrust       = 3             // increasing seqs before a new id counts...
-	peerTrustSpan   = 2             // ...heard over at least this many report intervals
+	peerTrustSpan   = 4             // ...heard over at least 1/peerTrustSpan of a report interval
+	joinIntervals   = 2             // report intervals after its first signal in which a gate is joining
+	joinCadence     = 4             // signals per report interval while joining or hearing a newcomer
 	peerLive        = 3             // report intervals of silence after which a peer no longer counts
 	peerBurst       = 30            // signals per report interval applied from one peer; the rest are dropped
 	settleIntervals = 2             // report intervals after a reaction in which peers' late news refines it
@@ -29,7 +31,8 @@ type fleet struct {
 	pending    chan struct{} // buffered(1): news for the transport that should not wait for a tick
 	sent       int           // signals made in the interval that began at sentAt
 	sentAt     time.Time
-	sentDemand int // the demand in the last signal
+	joinedAt   time.Time // the first signal made
+	sentDemand int       // the demand in the last signal
 
 	peers  [maxPeers]peer
 	filter [2][filterBits / 64]uint64 // ids heard in the current and the previous generation
@@ -43,6 +46,8 @@ type fleet struct {
 	expiresAt   time.Time // the first time a live peer falls silent
 
 	peerRefusedAt time.Time // the last refusal a peer reported
+	peerClosedAt  time.Time // the last signal of a peer that sees a closed origin
+	confirmedAt   time.Time // the last start that confirmed a peer's closed origin (see confirms)
 	peerStartAt   time.Time // when a peer's last reported upgrade (accepted or refused) was heard of
 	adoptedAt     time.Time // the last reaction adopted from a peer
 	peerHold      time.Time // no start before this, from a peer's Retry-After
@@ -124,14 +129,41 @@ func (a *adaptive) refresh(now time.Time) {
 			f.expiresAt = e
 		}
 	}
+	a.settle(now)
 }
 
-// rank is how many live peers with demand have a lower id than this gate.
-func (f *fleet) rank(now time.Time, interval time.Duration) int {
+// median returns the median of own and the spacings that the live peers in epoch propose, each
+// kept within [lo, hi] (the mean of the middle two of an even number).
+func (f *fleet) median(own time.Duration, epoch uint64, now time.Time, silent, lo, hi time.Duration) time.Duration {
+	var v [maxPeers + 1]time.Duration
+	v[0] = own
+	n := 1
+	for i := range f.peers {
+		p := &f.peers[i]
+		if p.id == 0 || !p.trusted || now.Sub(p.heard) >= silent || p.sig.Epoch != epoch {
+			continue
+		}
+		x := max(min(p.sig.Spacing, hi), lo)
+		j := n
+		for ; j > 0 && v[j-1] > x; j-- {
+			v[j] = v[j-1]
+		}
+		v[j] = x
+		n++
+	}
+	if n%2 == 1 {
+		return v[n/2]
+	}
+	return v[n/2-1] + (v[n/2]-v[n/2-1])/2
+}
+
+// rank is how many live peers with demand have a lower id than this gate; those not heard from
+// since doubt count as having demand.
+func (f *fleet) rank(now time.Time, interval time.Duration, doubt time.Time) int {
 	n := 0
 	for i := range f.peers {
 		p := &f.peers[i]
-		if p.trusted && p.id < f.id && p.sig.Demand > 0 && now.Sub(p.heard) < peerLive*interval {
+		if p.trusted && p.id < f.id && (p.sig.Demand > 0 || p.heard.Before(doubt)) && now.Sub(p.heard) < peerLive*interval {
 			n++
 		}
 	}
@@ -278,7 +310,7 @@ func (a *adaptive) observe(s Signal, now time.Time) {
 			p.run, p.first = 0, now
 		}
 		p.run++
-		p.trusted = p.run >= peerTrust && now.Sub(p.first) >= peerTrustSpan*c.ReportInterval
+		p.trusted = p.run >= peerTrust && now.Sub(p.first) >= c.ReportInterval/peerTrustSpan
 	}
 	p.seq, p.heard, p.sig = s.Seq, now, s
 	if !p.trusted || !had {
@@ -303,10 +335,15 @@ func (a *adaptive) apply(s, prev Signal, now time.Time) {
 		// The window is the fleet's: the peers' acceptances grow it too (at most doubling it
 		// per signal, whatever the signal claims).
 		a.growWindow(now, int(min(s.Accepted-prev.Accepted, uint64(a.window))))
+		// ...and count towards relaxing the spacing: every gate counts the fleet's successes.
+		a.relax(now, int(min(s.Accepted-prev.Accepted, uint64(c.RelaxRun))))
 	}
 	if s.Rejected > prev.Rejected {
 		f.peerRefusedAt = now
 		a.refusedByFleet(now)
+	}
+	if s.Closed {
+		f.peerClosedAt = now
 	}
 	if s.Epoch > a.epoch {
 		a.epoch = s.Epoch
@@ -318,28 +355,32 @@ func (a *adaptive) apply(s, prev Signal, now time.Time) {
 		}
 	}
 	if s.RetryAfter > 0 {
-		// A peer's Retry-After holds this gate for at most Max in any 2·Max: a peer that repeats
-		// one forever cannot stop it.
-		w := a.widest()
-		if !now.Before(f.peerHold) && now.Sub(f.peerHoldRun) >= 2*w {
-			f.peerHoldRun = now
-		}
-		f.peerHold = later(f.peerHold, earlier(now.Add(s.RetryAfter), f.peerHoldRun.Add(w)))
+		a.peerHoldUntil(now, now.Add(s.RetryAfter)) // a peer's Retry-After holds this gate too
 	}
 	if now.Sub(a.widenedAt) < settleIntervals*c.ReportInterval && a.steps == 0 {
 		// Peers report acceptances up to an interval late: a reaction made before they arrived
 		// measured too few, so it may come down to what the fleet accepted.
 		if m := a.fleetRecent(now); m > a.measured {
 			a.measured = m
-			if s := a.clampSpacing(max(a.backedOff, c.RateWindow/time.Duration(m))); s < a.spacing {
+			if s := a.clampSpacing(max(a.backedOff, c.RateWindow/time.Duration(m))); s < a.proposal {
 				// The push that the reaction made with the old value comes down with it; a
 				// Retry-After's hold does not.
-				a.spacing = s
-				a.hold = earlier(a.hold, later(a.retryHold, a.pushedAt.Add(s)))
+				a.propose(now, s)
+				a.hold = earlier(a.hold, later(a.retryHold, a.pushedAt.Add(a.spacing)))
 			}
 		}
 	}
 	a.wakeHead() // the pace may have changed
+}
+
+// peerHoldUntil holds the starts until t on a peer's word: for at most Max in any 2·Max, so
+// that a peer that asks again and again cannot stop this gate.
+func (a *adaptive) peerHoldUntil(now, t time.Time) {
+	f, w := a.f, a.widest()
+	if !now.Before(f.peerHold) && now.Sub(f.peerHoldRun) >= 2*w {
+		f.peerHoldRun = now
+	}
+	f.peerHold = later(f.peerHold, earlier(t, f.peerHoldRun.Add(w)))
 }
 
 // nextSignal makes this gate's signal at now.
@@ -354,6 +395,9 @@ func (a *adaptive) nextSignal(now time.Time) (Signal, bool) {
 		return Signal{}, false
 	}
 	f.sent++
+	if f.joinedAt.IsZero() {
+		f.joinedAt = now
+	}
 	a.expire(now)
 	f.seq++
 	f.sentDemand = len(a.queue) + a.inflight
@@ -365,11 +409,33 @@ func (a *adaptive) nextSignal(now time.Time) (Signal, bool) {
 		Rejected:   a.rejectedTotal,
 		Recent:     min(a.accepted.sum(now, a.cfg.RateWindow), maxSignalRecent),
 		Demand:     min(len(a.queue)+a.inflight, maxSignalDemand),
-		Spacing:    min(a.ownSpacing(now), maxSignalDuration),
+		Spacing:    min(a.proposal, maxSignalDuration),
 		RetryAfter: min(max(a.retryHold.Sub(now), 0), maxSignalDuration),
 		Wait:       min(a.estimate(now), maxSignalDuration),
 		Closed:     a.closed,
 	}, true
+}
+
+// signalDelay is how long the transport waits for the next signal at now: a quarter interval
+// while this gate is joining a fleet (its first two intervals) or hears a gate that it does not
+// trust yet, so that gates that meet trust each other within an interval; else an interval.
+func (a *adaptive) signalDelay(now time.Time) time.Duration {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	c := &a.cfg
+	f := a.fleet()
+	fast := c.ReportInterval / joinCadence
+	if f.joinedAt.IsZero() || now.Sub(f.joinedAt) < joinIntervals*c.ReportInterval {
+		return fast
+	}
+	for i := range f.peers {
+		// A newcomer: an id with a run of consistent signals (2: a flood of random ids never
+		// has one) that is not trusted yet.
+		if p := &f.peers[i]; p.id != 0 && !p.trusted && p.run >= 2 && now.Sub(p.heard) < peerLive*c.ReportInterval {
+			return fast
+		}
+	}
+	return c.ReportInterval
 }
 
 // estimate is how long a caller arriving at now would wait here.
@@ -446,6 +512,20 @@ func (g *Gate) NextSignal() (s Signal, ok bool) {
 		return a.nextSignal(time.Now())
 	}
 	return Signal{}, false
+}
+
+// NextSignalDelay returns how long the transport should wait, from now, before its next call of
+// [Gate.NextSignal] (unless [Gate.Pending] fires first): a quarter of ReportInterval while the
+// gate is joining a fleet (its first two intervals after its first signal) or hears a gate that
+// it does not trust yet, ReportInterval otherwise. Peers trust a gate after a few signals, so
+// gates that meet trust each other within an interval instead of three. A transport that calls
+// NextSignal at its first chance and then after each NextSignalDelay meets the ReportInterval
+// contract. Outside Adaptive mode it returns ReportInterval.
+func (g *Gate) NextSignalDelay() time.Duration {
+	if a, ok := g.controller().(*adaptive); ok {
+		return a.signalDelay(time.Now())
+	}
+	return g.cfg.ReportInterval
 }
 
 // Pending returns a channel that receives a value when the gate has news its peers should hear

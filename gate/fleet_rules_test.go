@@ -57,8 +57,10 @@ func TestPeerTrust(t *testing.T) {
 		gaps  []time.Duration // between consecutive signals
 		peers int
 	}{
-		// The first signal only enters the admission filter; then 3 increasing seqs over 2 intervals.
+		// The first signal only enters the admission filter; then 3 increasing seqs over a quarter
+		// interval at least.
 		{"four, an interval apart", []time.Duration{interval, interval, interval}, 1},
+		{"four, a quarter interval apart (a gate joining)", []time.Duration{interval / 4, interval / 4, interval / 4}, 1},
 		{"three are not enough", []time.Duration{interval, interval}, 0},
 		{"four within one interval are not enough", []time.Duration{10 * time.Millisecond, 10 * time.Millisecond, 10 * time.Millisecond}, 0},
 		{"a silence restarts the run", []time.Duration{interval, 4 * interval, interval}, 0},
@@ -223,7 +225,7 @@ func TestEpochs(t *testing.T) {
 		succeed(t, g, 6) // window 2 -> 5 (slow start, one at a time grows while half full)
 		w := g.Snapshot().Window
 		// A peer widened: apply its reaction once.
-		g.Observe(p.next(func(s *Signal) { s.Epoch = 5; s.Recent = 4 }))
+		g.Observe(p.next(func(s *Signal) { s.Epoch = 5; s.Recent = 4; s.Spacing = 100 * time.Millisecond }))
 		s := g.Snapshot()
 		// 6 accepted here + 4 at the peer in the last second: 100ms.
 		if s.Epoch != 5 || s.Window != w/2 || s.Spacing != 100*time.Millisecond {
@@ -370,8 +372,22 @@ func TestShareAndEstimate(t *testing.T) {
 			t.Errorf("own spacing %v with one peer of demand 1, want 2s", s.OwnSpacing)
 		}
 		time.Sleep(100 * time.Millisecond)
-		if here, best := g.Estimate(); here != 1900*time.Millisecond || best != 100*time.Millisecond {
-			t.Errorf("Estimate = %v, %v; want 1.9s (own spacing 2s from the last start), 100ms (the peer's 200ms, 100ms ago)", here, best)
+		// The fleet's first reaction: the next start takes its slot (rank 0: a spacing after the
+		// reaction), not the own pace.
+		if here, best := g.Estimate(); here != 900*time.Millisecond || best != 100*time.Millisecond {
+			t.Errorf("Estimate = %v, %v; want 900ms (the slot a spacing after the reaction), 100ms (the peer's 200ms, 100ms ago)", here, best)
+		}
+		for range 8 { // the peer stays live
+			time.Sleep(interval)
+			g.Observe(p.next(nil))
+		}
+		time.Sleep(interval)
+		pm, _ := take(t, g, time.Now())
+		pm.Succeeded()
+		g.Observe(p.next(nil))
+		// After it, the own pace: 2s from the last start.
+		if here, _ := g.Estimate(); here != 2*time.Second {
+			t.Errorf("after the slot's start: Estimate here = %v, want 2s (own spacing from the last start)", here)
 		}
 	})
 }

@@ -14,8 +14,8 @@ import (
 )
 
 // An in-memory bus between gates, in virtual time: what a NATS transport does, without NATS.
-// Each gate has a transport goroutine that publishes NextSignal every ReportInterval and when
-// Pending fires; the bus delivers every signal to every other gate after latency/2 to 3·latency/2,
+// Each gate has a transport goroutine that publishes NextSignal at once, then after every
+// NextSignalDelay and when Pending fires, as queue.GateLink does; the bus delivers every signal to every other gate after latency/2 to 3·latency/2,
 // losing a share of them, and not to or from a gate cut off from it.
 
 type bus struct {
@@ -45,9 +45,8 @@ func (b *bus) join(g *Gate) *member {
 	b.mu.Lock()
 	b.members = append(b.members, m)
 	b.mu.Unlock()
-	interval := g.config().ReportInterval
 	b.wg.Go(func() {
-		tick := time.NewTicker(interval)
+		tick := time.NewTimer(0)
 		defer tick.Stop()
 		pending := g.Pending()
 		buf := make([]byte, 0, signalSize)
@@ -56,6 +55,7 @@ func (b *bus) join(g *Gate) *member {
 			case <-b.stop:
 				return
 			case <-tick.C:
+				tick.Reset(g.NextSignalDelay())
 			case <-pending:
 			}
 			s, ok := g.NextSignal()

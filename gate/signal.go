@@ -24,7 +24,7 @@ type Signal struct {
 	Recent   int    // upgrades accepted in the last RateWindow
 
 	Demand     int           // callers queued plus upgrades in flight
-	Spacing    time.Duration // the gap between the gate's own starts
+	Spacing    time.Duration // the gap between starts that the gate proposes for the whole fleet (gates of earlier versions sent their own gap: a wider vote)
 	RetryAfter time.Duration // the gate holds every start back this long (Retry-After); 0: none
 	Wait       time.Duration // how long a new caller would wait at the gate, as it estimates it
 	Closed     bool          // the gate sees a closed origin (see ErrClosed)

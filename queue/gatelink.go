@@ -20,6 +20,9 @@ import (
 // fires, and hands every message received to ObserveBinary (which validates it and bounds its
 // effect). A worker cut off from NATS publishes nothing and hears nothing, and its gate falls
 // back to pacing on its own.
+//
+// The link publishes its first signal as soon as it starts: peers trust a gate only after a few
+// consistent signals, and workers that start together are often given a burst at once.
 
 // GateSubjectPrefix is the prefix of every gate-state subject.
 const GateSubjectPrefix = "codexpool.gate"
@@ -72,14 +75,15 @@ type GateLink struct {
 	published, received, invalid, publishErrors atomic.Uint64
 }
 
-// LinkGate subscribes g to subject and starts publishing its signals every interval (the gate's
-// report interval; every gate of a scope must use the same) and whenever it has urgent news.
+// LinkGate subscribes g to subject and starts publishing its signals: one at once, then at the
+// cadence the gate asks for (g.NextSignalDelay: its report interval, faster while it joins the
+// fleet; every gate of a scope must use the same report interval) and whenever it has urgent
+// news. interval is not used any more (the gate's Config.ReportInterval is); it stays for
+// compatibility.
 func LinkGate(nc *nats.Conn, subject string, g *gate.Gate, interval time.Duration, log *slog.Logger) (*GateLink, error) {
+	_ = interval
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
-	}
-	if interval <= 0 {
-		interval = gate.DefaultReportInterval
 	}
 	l := &GateLink{nc: nc, g: g, subject: subject, stop: make(chan struct{}), done: make(chan struct{}), log: log}
 	sub, err := nc.Subscribe(subject, func(m *nats.Msg) {
@@ -95,13 +99,16 @@ func LinkGate(nc *nats.Conn, subject string, g *gate.Gate, interval time.Duratio
 	// counts as slow-consumer errors) what the callback cannot keep up with.
 	_ = sub.SetPendingLimits(4096, 4<<20)
 	l.sub = sub
-	go l.publish(interval)
+	go l.publish()
 	return l, nil
 }
 
-func (l *GateLink) publish(interval time.Duration) {
+// publish publishes the gate's signals: one at once (so that the peers start to trust this gate
+// before it has any news), then one whenever the gate's NextSignalDelay has passed or Pending
+// fires.
+func (l *GateLink) publish() {
 	defer close(l.done)
-	t := time.NewTicker(interval)
+	t := time.NewTimer(0)
 	defer t.Stop()
 	buf := make([]byte, 0, 128)
 	for {
@@ -109,6 +116,7 @@ func (l *GateLink) publish(interval time.Duration) {
 		case <-l.stop:
 			return
 		case <-t.C:
+			t.Reset(l.g.NextSignalDelay())
 		case <-l.g.Pending():
 		}
 		sig, ok := l.g.NextSignal()

@@ -1,0 +1,266 @@
+package gate
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// The rules by which the gates of a fleet keep one pace, one by one, with peers played by hand.
+
+// keepAlive makes peers signal g every interval (each changed by mod, if any) until the returned
+// stop is called, so that they stay live while a test waits.
+func keepAlive(g *Gate, mod func(*Signal), peers ...*fakePeer) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			for _, p := range peers {
+				g.Observe(p.next(mod))
+			}
+		}
+	})
+	return func() { cancel(); wg.Wait() }
+}
+
+// proposal is the spacing g proposes to its peers.
+func proposal(t *testing.T, g *Gate) time.Duration {
+	t.Helper()
+	s, ok := g.NextSignal()
+	if !ok {
+		t.Fatal("NextSignal: not ok")
+	}
+	return s.Spacing
+}
+
+func TestFleetSpacingIsTheMedian(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := New(Config{})
+		peers := []*fakePeer{newFakePeer(1), newFakePeer(2), newFakePeer(3), newFakePeer(4)}
+		for _, p := range peers {
+			trust(t, g, p)
+		}
+		reject(t, g, 1) // epoch 1; nothing accepted: it proposes 1s
+		if got := proposal(t, g); got != time.Second {
+			t.Fatalf("proposal after a refusal with nothing accepted: %v, want 1s", got)
+		}
+		tests := []struct {
+			name   string
+			epochs [4]uint64
+			spaces [4]time.Duration
+			want   time.Duration
+		}{
+			// 1s here; 200ms, 300ms, and one far off (clamped to Max): the middle two of four.
+			{"three peers in the epoch", [4]uint64{1, 1, 1, 0}, [4]time.Duration{200 * time.Millisecond, 300 * time.Millisecond, time.Hour, time.Millisecond}, 650 * time.Millisecond},
+			// A peer in an earlier epoch has not heard of the reaction: its value does not count.
+			{"one of them behind", [4]uint64{1, 0, 1, 0}, [4]time.Duration{200 * time.Millisecond, 300 * time.Millisecond, time.Hour, time.Millisecond}, time.Second},
+			{"all four", [4]uint64{1, 1, 1, 1}, [4]time.Duration{200 * time.Millisecond, 300 * time.Millisecond, time.Hour, time.Millisecond}, 300 * time.Millisecond},
+		}
+		for _, tt := range tests {
+			for i, p := range peers {
+				g.Observe(p.next(func(s *Signal) { s.Epoch, s.Spacing = tt.epochs[i], tt.spaces[i] }))
+			}
+			if got := g.Snapshot().Spacing; got != tt.want {
+				t.Errorf("%s: spacing %v, want %v", tt.name, got, tt.want)
+			}
+			if got := proposal(t, g); got != time.Second {
+				t.Errorf("%s: proposal %v, want 1s (the median is what it uses, not what it proposes)", tt.name, got)
+			}
+		}
+		// Silent peers fall out of it.
+		time.Sleep(peerLive * interval)
+		if got := g.Snapshot().Spacing; got != time.Second {
+			t.Errorf("peers silent: spacing %v, want 1s (its own)", got)
+		}
+	})
+}
+
+func TestFleetRelaxesOnPeersSuccesses(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := New(Config{})
+		p := newFakePeer(7)
+		trust(t, g, p)
+		reject(t, g, 1) // 1s
+		at := func(s *Signal) { s.Epoch, s.Spacing, s.Demand = 1, time.Second, 3 }
+		g.Observe(p.next(at))
+		// RelaxRun acceptances at the peer, which has callers queued: the fleet relaxes a step.
+		g.Observe(p.next(func(s *Signal) { at(s); s.Accepted += DefaultRelaxRun }))
+		want := time.Second * 15 / 16
+		if got := proposal(t, g); got != want {
+			t.Fatalf("after %d acceptances at a busy peer: proposal %v, want %v", DefaultRelaxRun, got, want)
+		}
+		// As many again at once: the next step waits RelaxRun half-spacings, whatever a peer claims.
+		g.Observe(p.next(func(s *Signal) { at(s); s.Accepted += DefaultRelaxRun }))
+		if got := proposal(t, g); got != want {
+			t.Errorf("another %d at once: proposal %v, want %v still", DefaultRelaxRun, got, want)
+		}
+		stop := keepAlive(g, at, p)
+		time.Sleep(time.Duration(DefaultRelaxRun) * time.Second / 2)
+		stop()
+		g.Observe(p.next(func(s *Signal) { at(s); s.Accepted++ }))
+		// The step starts from the fleet's spacing, the median of 15/16s here and 1s there.
+		if got, want := proposal(t, g), (want+time.Second)/2*14/16; got != want {
+			t.Errorf("%v later: proposal %v, want %v (the second step cuts 2/16 of the fleet's)", time.Duration(DefaultRelaxRun)*time.Second/2, got, want)
+		}
+		// An idle fleet does not relax.
+		idle := func(s *Signal) { s.Epoch, s.Spacing, s.Demand = 1, time.Second, 0 }
+		before := proposal(t, g)
+		stop = keepAlive(g, idle, p)
+		time.Sleep(time.Duration(DefaultRelaxRun) * time.Second)
+		stop()
+		g.Observe(p.next(func(s *Signal) { idle(s); s.Accepted += DefaultRelaxRun }))
+		if got := proposal(t, g); got != before {
+			t.Errorf("acceptances with nobody queued: proposal %v, want %v", got, before)
+		}
+	})
+}
+
+func TestNextSignalDelay(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := New(Config{})
+		g.NextSignal()
+		if got := g.NextSignalDelay(); got != interval/4 {
+			t.Errorf("joining: delay %v, want %v", got, interval/4)
+		}
+		time.Sleep(joinIntervals * interval)
+		if got := g.NextSignalDelay(); got != interval {
+			t.Errorf("joined: delay %v, want %v", got, interval)
+		}
+		p := newFakePeer(7)
+		for range 3 { // heard, admitted, a run of 2: a newcomer
+			g.Observe(p.next(nil))
+			time.Sleep(interval / 4)
+		}
+		if got := g.NextSignalDelay(); got != interval/4 {
+			t.Errorf("a newcomer talking: delay %v, want %v", got, interval/4)
+		}
+		g.Observe(p.next(nil))
+		if !isTrusted(g, p.s.Gate) {
+			t.Fatal("the newcomer is not trusted after 4 signals a quarter interval apart")
+		}
+		if got := g.NextSignalDelay(); got != interval {
+			t.Errorf("the newcomer trusted: delay %v, want %v", got, interval)
+		}
+		if got := New(Config{Mode: Fixed}).NextSignalDelay(); got != interval {
+			t.Errorf("fixed mode: delay %v, want %v", got, interval)
+		}
+	})
+}
+
+func TestFleetBurstListens(t *testing.T) {
+	tests := []struct {
+		name   string
+		peers  int
+		demand int
+		want   time.Duration
+	}{
+		{"no peers: at once", 0, 0, 0},
+		// Three peers with lower ids, last heard idle: for 5ms they may be busy with the same
+		// burst, and with a window of 2 this gate (rank 3) waits; then it knows they are idle.
+		{"idle peers: after listening", 3, 0, interval / 20},
+		// Busy peers with lower ids take the window's two slots: a start after an interval.
+		{"busy peers: its turn", 3, 2, interval},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				g := New(Config{})
+				var peers []*fakePeer
+				for i := range tt.peers {
+					p := newFakePeer(uint64(i + 1))
+					peers = append(peers, p)
+					trust(t, g, p)
+				}
+				time.Sleep(interval / 2)
+				for _, p := range peers {
+					g.Observe(p.next(func(s *Signal) { s.Demand = tt.demand }))
+				}
+				time.Sleep(time.Millisecond) // the burst comes after their news
+				t0 := time.Now()
+				if _, at := take(t, g, t0); at != tt.want {
+					t.Errorf("the first start of a burst at %v, want %v", at, tt.want)
+				}
+			})
+		})
+	}
+}
+
+func TestFleetFirstReactionSlots(t *testing.T) {
+	tests := []struct {
+		name string
+		ids  [2]uint64
+		want time.Duration
+	}{
+		// 1s spacing (nothing accepted), 3 busy gates of demand 3 each: own spacing 7s.
+		{"rank 0", [2]uint64{1<<64 - 2, 1<<64 - 3}, time.Second},
+		{"rank 2", [2]uint64{1, 2}, 3 * time.Second}, // the slot 3 spacings after the reaction
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				g := New(Config{})
+				peers := []*fakePeer{newFakePeer(tt.ids[0]), newFakePeer(tt.ids[1])}
+				for _, p := range peers {
+					trust(t, g, p)
+				}
+				busy := func(s *Signal) { s.Demand = 3 }
+				for _, p := range peers {
+					g.Observe(p.next(busy))
+				}
+				stop := keepAlive(g, busy, peers...)
+				defer stop()
+				pm, _ := take(t, g, time.Now()) // rank 2 waits its turn (an interval) in slow start
+				pm.Forbidden(0)                 // the fleet's first reaction
+				t0 := time.Now()
+				// One caller here, 3 at each peer: a share of 1/7.
+				if s := g.Snapshot(); s.Spacing != time.Second || s.OwnSpacing != 7*time.Second {
+					t.Fatalf("spacing %v, own %v; want 1s, 7s", s.Spacing, s.OwnSpacing)
+				}
+				pm, at := take(t, g, t0)
+				if at != tt.want {
+					t.Errorf("the next start at %v, want %v (its slot, not its own pace of 7s)", at, tt.want)
+				}
+				pm.Succeeded()
+			})
+		})
+	}
+}
+
+func TestFleetConfirmsAPeersClosedOrigin(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := New(Config{})
+		p := newFakePeer(7)
+		trust(t, g, p)
+		busy := func(s *Signal) { s.Demand = 100 }
+		t0 := time.Now()
+		reject(t, g, 1)                                              // paced at 1s...
+		g.Observe(p.next(func(s *Signal) { busy(s); s.Accepted++ })) // ...but not refused since an acceptance
+		if s := g.Snapshot(); s.OwnSpacing != DefaultMax || s.Closed {
+			t.Fatalf("own spacing %v, closed %v; want Max (a share of 1/101), open", s.OwnSpacing, s.Closed)
+		}
+		g.Observe(p.next(func(s *Signal) { busy(s); s.Rejected++; s.Closed = true })) // the peer sees a closed origin
+		closed := func(s *Signal) { busy(s); s.Closed = true }
+		stop := keepAlive(g, closed, p)
+		pm, at := take(t, g, t0)
+		stop()
+		if at != time.Second {
+			t.Errorf("start after a peer's closed origin at %v, want 1s (the refusal's hold, not its own pace)", at)
+		}
+		pm.Succeeded() // it was not closed after all
+		g.Observe(p.next(func(s *Signal) { closed(s); s.Rejected++ }))
+		stop = keepAlive(g, closed, p)
+		defer stop()
+		if _, at := take(t, g, t0); at < time.Second+DefaultMax {
+			t.Errorf("a second confirmation at %v, want its own pace again (once per Max)", at)
+		}
+	})
+}
