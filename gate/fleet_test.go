@@ -15,12 +15,15 @@ import (
 
 // An in-memory bus between gates, in virtual time: what a NATS transport does, without NATS.
 // Each gate has a transport goroutine that publishes NextSignal at once, then after every
-// NextSignalDelay and when Pending fires, as queue.GateLink does; the bus delivers every signal to every other gate after latency/2 to 3·latency/2,
-// losing a share of them, and not to or from a gate cut off from it.
+// NextSignalDelay and when Pending fires, as queue.GateLink does; the bus delivers every signal to
+// every other gate after latency/2 to 3·latency/2 (one in ten up to 10·latency later: a busy
+// receiver, as measured over NATS on a loaded 2-core machine), losing a share of them, and not
+// to or from a gate cut off from it.
 
 type bus struct {
 	latency time.Duration
 	loss    float64
+	tail    bool // one in ten signals up to 10·latency late
 
 	mu      sync.Mutex
 	rnd     *rand.Rand
@@ -81,6 +84,9 @@ func (b *bus) publish(from *member, msg []byte) {
 			continue
 		}
 		d := b.latency/2 + time.Duration(b.rnd.Int64N(int64(b.latency))) // jitter around latency
+		if b.tail && b.rnd.IntN(10) == 0 {
+			d += time.Duration(b.rnd.Int64N(int64(10 * b.latency)))
+		}
 		b.wg.Go(func() {
 			select {
 			case <-time.After(d):
@@ -153,7 +159,16 @@ func (b *bus) close() {
 }
 
 // fleetOpts says how the gates of a fleet run are connected.
+//
+// By default a run is as close to `codexpool bench` with worker processes as virtual time gets
+// (measured with per-process traces of a bench with 8 workers on a 2-core machine): the gates
+// link to the bus within 40ms of each other, and the load begins 250ms after the first (the
+// bench starts it once every worker serves); a request reaches its gate up to 10ms after it is
+// sent (NATS, and 8 processes waking on 2 cores); one signal in ten is up to 10ms late; and one
+// handshake in five takes up to 10ms longer. ideal is the world of the first simulations: links
+// a second before the load, and none of that.
 type fleetOpts struct {
+	ideal     bool          // links a second before the load, requests on time, no tails
 	shared    bool          // a bus between the gates (else process scope)
 	loss      float64       // share of signals lost
 	cutOne    bool          // gate 0 is cut off from the bus...
@@ -191,8 +206,8 @@ func (r fleetResult) pct(p float64) float64 {
 }
 
 // runFleet runs Connect for every arrival (offsets from the start, each on a gate chosen at
-// random) against a 5/s burst-5 origin, on n gates, after one second in which the transports
-// (if any) get to know each other.
+// random) against a 5/s burst-5 origin, on n gates, after a warm-up in which the transports (if
+// any) get to know each other (see fleetOpts).
 func runFleet(n int, arrivals []time.Duration, o fleetOpts) fleetResult {
 	if o.latency == 0 {
 		o.latency = time.Millisecond
@@ -204,10 +219,21 @@ func runFleet(n int, arrivals []time.Duration, o fleetOpts) fleetResult {
 	var b *bus
 	if o.shared {
 		b = newBus(o.latency, o.loss, o.seed)
+		b.tail = !o.ideal
+	}
+	rnd := rand.New(rand.NewPCG(o.seed, 7))
+	warmup, joined := time.Second, time.Duration(0)
+	if !o.ideal {
+		warmup = 250 * time.Millisecond
 	}
 	var cut *member
 	for i := range gates {
 		gates[i] = New(o.cfg)
+		if !o.ideal {
+			d := time.Duration(rnd.Int64N(int64(40 * time.Millisecond / time.Duration(n))))
+			time.Sleep(d)
+			joined += d
+		}
 		if b != nil {
 			m := b.join(gates[i])
 			if o.cutOne && i == 0 {
@@ -219,12 +245,12 @@ func runFleet(n int, arrivals []time.Duration, o fleetOpts) fleetResult {
 	if b != nil && o.flood > 0 {
 		b.flood(o.flood, o.seed)
 	}
-	time.Sleep(time.Second)
+	time.Sleep(warmup - joined)
 	origin := newBucketOrigin(5, 5)
 	if o.closed {
 		origin = newBucketOrigin(0, 0)
 	}
-	rnd := rand.New(rand.NewPCG(o.seed, 7))
+	origin.slow = !o.ideal
 	var rmu sync.Mutex
 	pick := func() int { rmu.Lock(); defer rmu.Unlock(); return rnd.IntN(n) }
 	t0 := time.Now()
@@ -243,8 +269,12 @@ func runFleet(n int, arrivals []time.Duration, o fleetOpts) fleetResult {
 	span := time.Duration(0)
 	for _, at := range arrivals {
 		span = max(span, at)
+		var late time.Duration // on its way to the gate
+		if !o.ideal {
+			late = time.Duration(rnd.Int64N(int64(10 * time.Millisecond)))
+		}
 		wg.Go(func() {
-			time.Sleep(at)
+			time.Sleep(at + late)
 			ctx, cancel := context.WithTimeout(context.Background(), o.deadline)
 			defer cancel()
 			i := pick()

@@ -26,6 +26,7 @@ type bucketOrigin struct {
 	accepted []int // per second since t0
 	rejected []int
 	rnd      *rand.Rand
+	slow     bool // one handshake in five takes up to 10ms longer (a loaded machine)
 }
 
 func newBucketOrigin(rate float64, burst int) *bucketOrigin {
@@ -66,6 +67,9 @@ func (o *bucketOrigin) allow() bool {
 func (o *bucketOrigin) dial(ctx context.Context) (struct{}, error) {
 	o.mu.Lock()
 	d := 200*time.Microsecond + time.Duration(o.rnd.Int64N(int64(2800*time.Microsecond)))
+	if o.slow && o.rnd.IntN(5) == 0 {
+		d += time.Duration(o.rnd.Int64N(int64(10 * time.Millisecond)))
+	}
 	o.mu.Unlock()
 	time.Sleep(d)
 	ok := o.allow()
