@@ -160,23 +160,35 @@
 // Wait never blocks forever on a signal. Snapshot counts what was applied and what was dropped.
 //
 // Measured in virtual time (TestFleetTargets: 1, 4 and 8 gates on a 5/s burst-5 origin with 1ms
-// handshakes, requests spread at random, an in-memory bus with ~1ms latency; mean of 10 runs):
-// a 60-burst on 4 gates takes 11.2s with 8.5% of attempts rejected (on their own: 21.4s, 20.5%),
-// on 8 gates 11.5s with 13.2% (on their own only 44 of 60 succeed within the budget); 10 req/s
-// for 30s gets 5.0/s through 4 gates and 4.9/s through 8, with 6% rejected (on their own 8 gates
-// reject 15.8% and fail 29 of 300 requests). 10% lost signals, a flood of 10,000 bogus signals a
-// second, or a gate cut off from the bus change little, and a cut-off gate serves all its
-// requests. Handing a request back when Estimate says it would wait over a second longer here
-// than at the best peer showed no clear effect (bursts never triggered it; under sustained load
-// its effect on the p95 changed sign from one set of runs to the next): demand-weighted shares
-// already serve requests at about one rate wherever they queue.
+// handshakes, requests spread at random, an in-memory bus with ~1ms latency, in the world of the
+// bench with worker processes: gates linked 250ms before the load, requests, signals and
+// handshakes with the delays measured there; mean of 10 runs, req/s as the bench counts it): a
+// 60-burst on 4 gates takes 11.4s with 11.4% of attempts rejected (on their own: 18.0s, 17.1%,
+// 56 of 60 served), on 8 gates 11.9s with 12.1% (on their own only 44 of 60 succeed within the
+// budget); 10 req/s for 30s serves 4.96 req/s through 4 gates and 4.88 through 8, with 6-7%
+// rejected (on their own 3.7 req/s, and 8 gates fail 26 of 300 requests). In that world the
+// previous rules (no median, doubling slow start, trust after 300ms) took 15.4s for the 4-gate
+// burst with 18.1% rejected, rejected 24.8% on 8 gates, and served 4.25 req/s through 8: what the
+// bench showed, and what the ideal world of the first simulations (links a second before the
+// load, no delays) hid. 10% lost signals or a flood of 10,000 bogus signals a second change
+// little; a gate cut off from the bus serves all its requests, slowly (its requests' wall up to
+// 36s: alone, it paces by its own acceptances). Handing a request back when Estimate says it
+// would wait over a second longer here than at the best peer showed no clear effect (bursts never
+// triggered it; under sustained load its effect on the p95 changed sign from one set of runs to
+// the next): demand-weighted shares already serve requests at about one rate wherever they queue.
+//
+// Measured with `codexpool bench` (worker processes, real NATS, a 2-core machine; 3 runs), a
+// 60-burst took 12.8-13.0s with 6-10 of ~68 attempts refused on 4 workers and 12.3-12.8s with
+// 9-10 on 8 (before: 12.1-13.1s with 11-15 and 12.3-13.0s with 18-23, and runs of 38.9s and 42s
+// whose requests ran out of budget); 10 req/s for 30s served 4.9-5.0 req/s with 6-7% refused.
 //
 // # Why the defaults are what they are
 //
 // Measured against a simulated token-bucket origin in virtual time (5/s burst 5, 1/s burst 1,
 // unlimited, a rate that changes at run time, and demand at twice the rate for a minute; the
-// package's TestSimulatedTargets): an initial window of 2 costs a healthy 30-burst no more
-// handshake rounds than one of 4 (2+4+8+16 = 30), and loses fewer upgrades to a small bucket;
+// package's TestSimulatedTargets): an initial window of 2 growing by half a round takes a healthy
+// 30-burst in six rounds of handshakes (2+3+4+6+9+14; 13ms in virtual time, 11ms when it
+// doubled), and loses 7 upgrades of a 60-burst to a 5/s burst-5 bucket where doubling lost 10;
 // Backoff 1.25 with the measured floor keeps goodput above 90% of the origin's rate with about 5%
 // rejections; 1/16 steps every 8 successes keep a 60-burst against 5/s under 15% rejections, and
 // the growing steps follow a tenfold rise within seconds.

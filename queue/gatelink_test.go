@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/codexpool/codexpool/gate"
 )
 
@@ -53,5 +55,46 @@ func TestGateScopeSubject(t *testing.T) {
 	custom, _ := GateScopeSubject("team-1", "id-a")
 	if host == acct || acct == other || custom == acct || len(host) != len(GateSubjectPrefix)+25 {
 		t.Errorf("subjects %q %q %q %q: want distinct, fixed-length subjects", host, acct, other, custom)
+	}
+}
+
+// TestGateLinkPublishesAtOnce: a link's first signal goes out when it starts, not a report
+// interval later (peers trust a gate only after a few, and a burst often comes right after the
+// workers start), and then at the joining cadence, a quarter interval.
+func TestGateLinkPublishesAtOnce(t *testing.T) {
+	ns := startServer(t)
+	subject := GateSubject("test\x00" + t.Name())
+	nc := connect(t, ns)
+	got := make(chan time.Time, 16)
+	sub, err := nc.Subscribe(subject, func(*nats.Msg) {
+		select {
+		case got <- time.Now():
+		default:
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	const interval = 4 * time.Second
+	g := gate.New(gate.Config{ReportInterval: interval})
+	t0 := time.Now()
+	l, err := LinkGate(connect(t, ns), subject, g, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for i, want := range []time.Duration{interval / 4, interval / 2} { // the first at once, the second a quarter interval on
+		select {
+		case at := <-got:
+			if d := at.Sub(t0); d >= want {
+				t.Errorf("signal %d after %v, want before %v", i+1, d, want)
+			}
+		case <-time.After(interval):
+			t.Fatalf("no signal %d within %v", i+1, interval)
+		}
 	}
 }
