@@ -11,7 +11,7 @@ import (
 // Code is a machine-readable error code of the contract. Clients branch on it.
 type Code string
 
-// The error codes of the contract (../shared/design/contract.md, "Errors").
+// The error codes of the contract: every error reply carries one, with the status paired here.
 const (
 	CodeInvalidRequest       Code = "invalid_request"       // 400: the request is refused
 	CodeRequestTooLarge      Code = "request_too_large"     // 413: payload too large
