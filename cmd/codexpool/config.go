@@ -137,8 +137,8 @@ type workerConfig struct {
 	JobsMaxAttempts   int           `envconfig:"JOBS_MAX_ATTEMPTS" default:"5" desc:"deliveries of a job that fails with 403, 429, 5xx or 504 before its error is the result"`
 	JobsMaxAckPending int           `envconfig:"JOBS_MAX_ACK_PENDING" default:"10000" desc:"jobs in flight across the pool (the consumer's MaxAckPending): at least the sum of every worker's MAX_INFLIGHT"`
 	ResultsTTL        time.Duration `envconfig:"RESULTS_TTL" default:"24h" desc:"how long a job's result stays in the results bucket"`
-	Accounts        string        `envconfig:"ACCOUNTS" desc:"accounts file (YAML or JSON list of {name, auth_file | token | token_env, account_id, max_used_percent}); replaces the CODEXPOOL_CODEX_TOKEN/ACCOUNT_ID/AUTH_FILE account"`
-	AccountCooldown time.Duration `envconfig:"ACCOUNT_COOLDOWN" default:"30s" desc:"with CODEXPOOL_ACCOUNTS: how long an account refused for limits or credentials stays out when the origin gives no reset time"`
+	Accounts          string        `envconfig:"ACCOUNTS" desc:"accounts file (YAML or JSON list of {name, auth_file | token | token_env, account_id, max_used_percent}); replaces the CODEXPOOL_CODEX_TOKEN/ACCOUNT_ID/AUTH_FILE account"`
+	AccountCooldown   time.Duration `envconfig:"ACCOUNT_COOLDOWN" default:"30s" desc:"with CODEXPOOL_ACCOUNTS: how long an account refused for limits or credentials stays out when the origin gives no reset time"`
 
 	CodexURL          string        `envconfig:"CODEX_URL" default:"https://chatgpt.com/backend-api/codex/responses" desc:"Codex origin; http(s) and ws(s) accepted"`
 	CodexToken        string        `envconfig:"CODEX_TOKEN" desc:"bearer token (API key or ChatGPT access token)"`
