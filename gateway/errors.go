@@ -98,7 +98,7 @@ func fromPool(err error, timeout time.Duration, longWait time.Duration) *apiErro
 			Message: "no codexpool worker is serving requests right now (NATS has no responders)"}
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
 		return &apiError{Status: http.StatusGatewayTimeout, Type: "server_error", Code: schemas.CodeUpstreamTimeout,
-			Message: "the gateway's request timeout (" + timeout.String() + ") passed before the pool answered",
+			Message:     "the gateway's request timeout (" + timeout.String() + ") passed before the pool answered",
 			ShouldRetry: boolPtr(false)}
 	case errors.Is(err, context.Canceled):
 		return &apiError{Status: StatusClientClosed, Type: "cancelled", Code: CodeClientClosed, Message: "the client closed the request"}
