@@ -45,6 +45,7 @@ Commands:
   ask      send one request and print the answer (--stream to stream it)
   bench    load test: NATS + simulator + N worker processes, a table per gate mode
   demo     one command, no account: embedded NATS, simulator, 2 workers, a burst, a table
+  gateway  serve the OpenAI Responses API over HTTP in front of the pool (SDKs, Codex CLI)
   version  print the version
   help     this text
 
@@ -78,6 +79,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		err = runBench(ctx, e, rest)
 	case "demo":
 		err = runDemo(ctx, e, rest)
+	case "gateway":
+		err = runGateway(ctx, e, rest)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, "codexpool", getVersion())
 		return nil
