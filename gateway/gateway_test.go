@@ -100,6 +100,7 @@ func TestErrorShapes(t *testing.T) {
 	}{
 		{"no key", "POST", "/v1/responses", `{"input":"hi"}`, true, 401, "authentication_error", "invalid_api_key", "", "API key"},
 		{"empty input", "POST", "/v1/responses", `{"input":""}`, false, 400, "invalid_request_error", "invalid_request", "input", "input"},
+		{"empty input streamed", "POST", "/v1/responses", `{"input":"","stream":true}`, false, 400, "invalid_request_error", "invalid_request", "input", "input"},
 		{"no input", "POST", "/v1/responses", `{"model":"m"}`, false, 400, "invalid_request_error", "invalid_request", "input", "required"},
 		{"metadata", "POST", "/v1/responses", `{"input":"x","metadata":{"a":1}}`, false, 400, "invalid_request_error", "invalid_request", "metadata.a", "string"},
 		{"not JSON", "POST", "/v1/responses", `{"input":`, false, 400, "invalid_request_error", "invalid_request", "", "JSON"},
@@ -276,6 +277,23 @@ func TestReadyz(t *testing.T) {
 		resp = get(t, q, "/readyz", false)
 		return bytes.Contains(readAll(t, resp.Body), []byte("not connected to NATS"))
 	})
+}
+
+// The gateway's request timeout is the deadline the pool works to (Codex-Timeout).
+func TestDeadlineReachesPool(t *testing.T) {
+	deadlines := make(chan time.Duration, 1)
+	p := newPool(t, poolOptions{gw: gateway.Config{RequestTimeout: 5 * time.Second},
+		gen: genFunc(func(ctx context.Context, _ *schemas.Request, _ func([]byte) error) ([]byte, error) {
+			dl, _ := ctx.Deadline()
+			deadlines <- time.Until(dl)
+			return []byte(`{"id":"r","status":"completed","output":[],"output_text":""}`), nil
+		})})
+	if resp := post(t, p, "/v1/responses", `{"input":"hi"}`, nil); resp.StatusCode != 200 {
+		t.Fatalf("got %d, want 200", resp.StatusCode)
+	}
+	if left := <-deadlines; left <= 3*time.Second || left > 5*time.Second {
+		t.Errorf("the generation had %s left, want just under the gateway's 5s", left)
+	}
 }
 
 // Nulls and "background": false mean "absent" in the Responses API; the pool would refuse them.

@@ -167,10 +167,11 @@ func (g *Gateway) stream(ctx context.Context, w http.ResponseWriter, req request
 		select {
 		case ev := <-events:
 			typ, ev, isError := inspectEvent(ev)
-			if isError {
+			if isError || writeErr != nil {
 				// An origin "error" event: the pool's error message follows and is what the client
 				// gets (as a status if nothing was sent yet). Forwarding this one would make the
-				// SDKs fail on it before the real status could be sent.
+				// SDKs fail on it before the real status could be sent. (Or the client is gone and
+				// the stream is being cancelled.)
 				continue
 			}
 			if writeErr = sw.event(typ, ev); writeErr != nil {
@@ -178,6 +179,9 @@ func (g *Gateway) stream(ctx context.Context, w http.ResponseWriter, req request
 			}
 			keepAlive.Reset(g.cfg.KeepAlive)
 		case <-keepAlive.C:
+			if writeErr != nil {
+				continue
+			}
 			if writeErr = sw.comment("keep-alive"); writeErr != nil {
 				cancel()
 			}
@@ -185,10 +189,10 @@ func (g *Gateway) stream(ctx context.Context, w http.ResponseWriter, req request
 		case err := <-end:
 			// fn hands over every event before Stream returns, so nothing is left in events.
 			switch {
-			case err == nil:
-				return ok(http.StatusOK)
 			case writeErr != nil:
 				return outcome{status: StatusClientClosed, code: CodeClientClosed, err: writeErr.Error()}
+			case err == nil:
+				return ok(http.StatusOK)
 			}
 			a := fromPool(err, g.cfg.RequestTimeout, g.cfg.LongWait)
 			if !sw.started {
