@@ -24,7 +24,6 @@ func TestClientDisconnect(t *testing.T) {
 }
 
 func TestClientDisconnectFreesWorkerSlot(t *testing.T) {
-	t.Skip("worker slot release on disconnect needs codex.cancel (queue/client publish + worker stop), not in this base yet")
 	for _, stream := range []bool{true, false} {
 		t.Run(map[bool]string{true: "stream", false: "one-shot"}[stream], func(t *testing.T) {
 			p := disconnect(t, stream)

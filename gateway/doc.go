@@ -38,8 +38,9 @@
 // x-should-retry: true and a long (or unknown) rate-limit wait x-should-retry: false, so the SDKs
 // retry the one and not the other. No responders from NATS is 503 unavailable. An error after
 // the stream began is one SSE "error" event both SDKs raise on, and the stream ends. Every
-// response carries x-request-id, which is also the pool request's Codex-Request-Id (a client's
-// own X-Request-Id is used when it is 1 to 128 visible ASCII characters).
+// response carries x-request-id, which is also the pool request's Codex-Request-Id. The gateway
+// always makes its own ("gw-" and a UUID): a client cannot name, and so cancel, another client's
+// request.
 //
 // # Cancellation
 //

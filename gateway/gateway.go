@@ -26,8 +26,6 @@ const (
 	DefaultLongWait       = 10 * time.Second
 	DefaultReadyTTL       = 2 * time.Second
 	DefaultReadyTimeout   = time.Second
-	// MaxRequestIDLen bounds a client's X-Request-Id the gateway adopts as Codex-Request-Id.
-	MaxRequestIDLen = 128
 )
 
 // Config configures a Gateway. The zero value of every field is its documented default.
@@ -136,7 +134,9 @@ func failed(a *apiError) outcome {
 // ServeHTTP routes the request and writes the one log line per request.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	id := requestID(r.Header.Get("X-Request-Id"))
+	// The pool's request id is always the gateway's own: a client-chosen one could name another
+	// client's request, and a disconnect cancels the request by its id.
+	id := "gw-" + uuid.NewString()
 	w.Header().Set("X-Request-Id", id)
 	o := g.route(w, r, id)
 	if r.Context().Err() != nil && o.code != "ok" {
@@ -234,25 +234,6 @@ func (g *Gateway) authorized(r *http.Request) bool {
 		match |= subtle.ConstantTimeCompare(sum[:], g.keys[i][:])
 	}
 	return found && strings.EqualFold(scheme, "Bearer") && match == 1
-}
-
-// requestID returns the client's X-Request-Id when it is safe to use as Codex-Request-Id (1 to
-// MaxRequestIDLen visible ASCII characters, so it cannot break a NATS header or a log line),
-// else a new UUID.
-func requestID(in string) string {
-	if n := len(in); n > 0 && n <= MaxRequestIDLen {
-		safe := true
-		for i := 0; i < n; i++ {
-			if c := in[i]; c <= ' ' || c > '~' {
-				safe = false
-				break
-			}
-		}
-		if safe {
-			return in
-		}
-	}
-	return uuid.NewString()
 }
 
 // ErrOpenWithoutKeys is returned by CheckAddr for a non-loopback address without client keys.

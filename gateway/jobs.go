@@ -110,7 +110,7 @@ func (g *Gateway) getResponse(w http.ResponseWriter, r *http.Request, id string)
 		writeJSON(w, http.StatusOK, b)
 		return ok(http.StatusOK)
 	}
-	if e, perr := schemas.ParseErrorBody(body); perr == nil {
+	if e, isErr := schemas.ResultError(body); isErr {
 		b, _ := json.Marshal(pending{ID: id, Object: "response", Status: "failed", Background: true, Output: []any{},
 			Error: &failure{Code: e.Code, Message: e.Message}})
 		writeJSON(w, http.StatusOK, b)

@@ -12,12 +12,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/kelseyhightower/envconfig"
 	"github.com/nats-io/nats.go"
 
 	"github.com/codexpool/codexpool/gateway"
 	"github.com/codexpool/codexpool/queue"
 	"github.com/codexpool/codexpool/queue/client"
+	"github.com/codexpool/codexpool/schemas"
 )
 
 const gatewayTrailer = `Serves the OpenAI Responses API over HTTP in front of the pool, so the OpenAI SDKs and the
@@ -173,8 +175,14 @@ func runGateway(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("gateway: listen on %s (%s_GATEWAY_ADDR): %w", cfg.Addr, envPrefix, err)
 	}
-	cl := client.New(nc, client.Options{Subject: cfg.Subject, Timeout: cfg.RequestTimeout})
+	cl := client.New(nc, client.Options{Subject: cfg.Subject, Timeout: cfg.RequestTimeout,
+		CancelSubject: cfg.CancelSubject, JobsSubject: cfg.JobsSubject, ResultsBucket: cfg.ResultsBucket})
+	var jobs gateway.Jobs
+	if on, _ := nc.ConnectedServerJetStream(); on {
+		jobs = gatewayJobs{cl}
+	}
 	g := gateway.New(cl, nc, gateway.Config{
+		Jobs:           jobs,
 		Keys:           keys,
 		Models:         cfg.models(),
 		MaxBodyBytes:   cfg.MaxBodyBytes,
@@ -212,4 +220,34 @@ func runGateway(ctx context.Context, e env, args []string) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// gatewayJobs serves the gateway's "background": true with the pool's durable jobs: the job id
+// is the request's Codex-Request-Id, so GET /v1/responses/{id} finds it.
+type gatewayJobs struct{ cl *client.Client }
+
+func (j gatewayJobs) Submit(ctx context.Context, body []byte, hdr nats.Header) (string, error) {
+	id := hdr.Get(schemas.HeaderRequestID)
+	job, err := j.cl.Submit(ctx, body, client.SubmitOptions{ID: id, RequestID: id})
+	return job.ID, err
+}
+
+// Result reads the stored result. A job without one is still queued or running, if the gateway
+// made its id ("gw-" and a UUID: the store cannot tell a pending job from an id never submitted);
+// any other id without a result is unknown.
+func (j gatewayJobs) Result(ctx context.Context, id string) ([]byte, bool, error) {
+	body, err := j.cl.ResultBody(ctx, id)
+	switch {
+	case errors.Is(err, client.ErrNoResult) && gatewayJobID(id):
+		return nil, false, nil
+	case errors.Is(err, client.ErrNoResult):
+		return nil, false, fmt.Errorf("%w: %s", gateway.ErrJobNotFound, id)
+	}
+	return body, err == nil, err
+}
+
+// gatewayJobID reports whether id has the form of the gateway's request ids.
+func gatewayJobID(id string) bool {
+	rest, ok := strings.CutPrefix(id, "gw-")
+	return ok && uuid.Validate(rest) == nil
 }

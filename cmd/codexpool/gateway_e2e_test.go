@@ -294,3 +294,37 @@ func TestE2EGatewayManyStreams(t *testing.T) {
 	t.Logf("gateway RSS: %.1f MiB idle, %.1f MiB with %d streams open: %.1f KiB per open stream",
 		float64(base0)/(1<<20), float64(peak)/(1<<20), n, float64(peak-base0)/n/1024)
 }
+
+// TestE2EGatewayBackground: "background": true through the OpenAI Go SDK becomes a durable job;
+// GET /v1/responses/{id} (the SDK's Responses.Get) returns it queued, then completed.
+func TestE2EGatewayBackground(t *testing.T) {
+	c, _, _ := newJobsCluster(t, codextest.Options{Words: 6, Latency: 300 * time.Millisecond})
+	c.startWorker("w-bg", "CODEXPOOL_JOBS=on")
+	_, base := c.startGateway()
+	sdk := sdkClient(t, base, gatewayKey)
+	ctx := ctxT(t, 60*time.Second)
+	params := sdkParams("in the background")
+	params.Background = openai.Bool(true)
+	resp, err := sdk.Responses.New(ctx, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Status != "queued" || resp.ID == "" {
+		t.Fatalf("background create: status %q id %q, want queued with an id", resp.Status, resp.ID)
+	}
+	var got *responses.Response
+	testutil.WaitFor(t, 30*time.Second, "the background response to complete", func() bool {
+		r, err := sdk.Responses.Get(ctx, resp.ID, responses.ResponseGetParams{})
+		if err != nil {
+			t.Fatalf("get %s: %v", resp.ID, err)
+		}
+		got = r
+		return r.Status == "completed"
+	})
+	if want := codextest.Answer("in the background", 6); got.OutputText() != want || got.ID != resp.ID {
+		t.Errorf("completed background response %q (id %q), want %q (id %q)", got.OutputText(), got.ID, want, resp.ID)
+	}
+	if _, err := sdk.Responses.Get(ctx, "no-such-job", responses.ResponseGetParams{}); err == nil {
+		t.Error("an unknown id answered without an error")
+	}
+}
