@@ -17,6 +17,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
+if ! command -v ip >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+	(apt-get update -qq && apt-get install -y -qq iproute2) >/dev/null 2>&1 || true
+fi
 if ! command -v ip >/dev/null 2>&1; then
 	echo "codex-cli example: SKIP: no 'ip' command (iproute2) to make a loopback-only network namespace"
 	exit 0
