@@ -28,6 +28,10 @@ const (
 // StatusCancelled is the status of CodeCancelled (nginx's "client closed request").
 const StatusCancelled = 499
 
+// ErrCancelled is the cause (context.Cause) of a generation's context when the request was
+// cancelled on the cancel subject: the worker and its logs tell it from a shutdown or a deadline.
+var ErrCancelled = errors.New("cancelled on request")
+
 // Codes returns every error code of the contract, in the order of its table.
 func Codes() []Code {
 	return []Code{

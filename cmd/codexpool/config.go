@@ -68,6 +68,18 @@ func (c PoolConfig) validate(cmd string) error {
 			return fmt.Errorf("%s: %s_%s: must be a NATS subject without wildcards, got %q", cmd, envPrefix, v.name, v.value)
 		}
 	}
+	// The jobs stream captures JOBS_SUBJECT.>: no other subject of the pool may fall under it.
+	for _, v := range []struct{ name, value string }{
+		{"SUBJECT", c.Subject}, {"CANCEL_SUBJECT", c.CancelSubject}, {"the gate-state subjects", queue.GateSubjectPrefix + ".x"},
+	} {
+		if strings.HasPrefix(v.value, c.JobsSubject+".") {
+			return fmt.Errorf("%s: %s_JOBS_SUBJECT: %q would capture %s (%s) into the jobs stream; choose a prefix of its own",
+				cmd, envPrefix, c.JobsSubject, v.name, v.value)
+		}
+	}
+	if c.Subject == c.CancelSubject {
+		return fmt.Errorf("%s: %s_CANCEL_SUBJECT: must differ from %s_SUBJECT (%q)", cmd, envPrefix, envPrefix, c.Subject)
+	}
 	for _, v := range []struct{ name, value string }{
 		{"JOBS_STREAM", c.JobsStream}, {"RESULTS_BUCKET", c.ResultsBucket},
 	} {

@@ -136,6 +136,9 @@ func (c *Client) Result(ctx context.Context, id string) (*Reply, error) {
 // ResultBody returns the stored result of job id exactly as stored (the body codex.generate would
 // have replied: the response, or the error body), or ErrNoResult while it has none.
 func (c *Client) ResultBody(ctx context.Context, id string) ([]byte, error) {
+	if !schemas.ValidJobID(id) {
+		return nil, fmt.Errorf("client: job id %q must match [A-Za-z0-9_=-]{1,128}", id)
+	}
 	_, kv, err := c.jetStream(ctx)
 	if err != nil {
 		return nil, err
@@ -152,6 +155,9 @@ func (c *Client) ResultBody(ctx context.Context, id string) ([]byte, error) {
 
 // Wait waits until job id has a result and returns it as Result does, or ctx's error.
 func (c *Client) Wait(ctx context.Context, id string) (*Reply, error) {
+	if !schemas.ValidJobID(id) {
+		return nil, fmt.Errorf("client: job id %q must match [A-Za-z0-9_=-]{1,128}", id)
+	}
 	_, kv, err := c.jetStream(ctx)
 	if err != nil {
 		return nil, err
