@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
-	"os/exec"
 	"regexp"
 	"strings"
 	"sync"
@@ -35,29 +33,10 @@ const gatewayKey = "sk-e2e-gateway-key-42"
 // returns it with its base URL once it listens.
 func (c *cluster) startGateway(env ...string) (*proc, string) {
 	c.t.Helper()
-	cmd := exec.Command(binPath, "gateway")
-	cmd.Env = append([]string{
-		"HOME=" + c.t.TempDir(),
-		"PATH=" + os.Getenv("PATH"),
-		"CODEXPOOL_NATS_URL=" + c.url,
+	p := c.startProcess("gateway", []string{"gateway"}, append([]string{
 		"CODEXPOOL_GATEWAY_ADDR=127.0.0.1:0",
 		"CODEXPOOL_GATEWAY_KEYS=" + gatewayKey,
-		"CODEXPOOL_LOG_LEVEL=debug",
-		"CODEXPOOL_LOG_FORMAT=json",
-	}, env...)
-	p := &proc{id: "gateway", cmd: cmd, out: &testutil.SyncBuffer{}, done: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = p.out, p.out
-	if err := cmd.Start(); err != nil {
-		c.t.Fatal(err)
-	}
-	go func() { p.err = cmd.Wait(); close(p.done) }()
-	c.t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-p.done
-		if c.t.Failed() {
-			c.t.Logf("gateway output:\n%s", p.out.String())
-		}
-	})
+	}, env...)...)
 	listening := regexp.MustCompile(`"msg":"gateway listening","addr":"([^"]+)"`)
 	var addr string
 	testutil.WaitFor(c.t, 60*time.Second, "the gateway to listen", func() bool {
