@@ -19,6 +19,9 @@ const embeddedReadyTimeout = 10 * time.Second
 // EmbeddedOption configures StartEmbedded.
 type EmbeddedOption func(*server.Options)
 
+// storeLockWait is how long StartEmbedded waits for a store another server holds.
+const storeLockWait = 2 * time.Second
+
 // ErrStoreInUse is wrapped by StartEmbedded's error when another embedded server (of this or
 // another process) has the JetStream store directory.
 var ErrStoreInUse = errors.New("the JetStream store is in use by another embedded NATS server")
@@ -63,7 +66,13 @@ func StartEmbedded(addr string, logger *slog.Logger, options ...EmbeddedOption) 
 		if err := os.MkdirAll(opts.StoreDir, 0o700); err != nil {
 			return nil, fmt.Errorf("queue: embedded NATS store: %w", err)
 		}
+		// A server of this process that just shut down frees the store a moment later: wait a
+		// little before calling the store taken.
 		u, err := lockStore(filepath.Join(opts.StoreDir, "codexpool.lock"))
+		for deadline := time.Now().Add(storeLockWait); errors.Is(err, ErrStoreInUse) && time.Now().Before(deadline); {
+			time.Sleep(20 * time.Millisecond)
+			u, err = lockStore(filepath.Join(opts.StoreDir, "codexpool.lock"))
+		}
 		if err != nil {
 			return nil, fmt.Errorf("queue: embedded NATS store %s: %w", opts.StoreDir, err)
 		}
