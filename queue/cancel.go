@@ -2,8 +2,10 @@ package queue
 
 import (
 	"context"
-	"errors"
 	"sync"
+	"time"
+
+	"github.com/codexpool/codexpool/schemas"
 
 	"github.com/nats-io/nats.go"
 )
@@ -15,17 +17,27 @@ import (
 // the slot and answers 499 cancelled where a client may still listen. Unknown ids are ignored.
 
 // errCancelled is the cancellation cause of a generation stopped on the cancel subject.
-var errCancelled = errors.New("queue: cancelled on request")
+var errCancelled = schemas.ErrCancelled
 
 // maxCancelID bounds the request ids a cancel message may name.
 const maxCancelID = 256
 
 // running maps request ids to the cancel functions of their generations (an id may run more
-// than once: client ids are not unique by force).
+// than once: client ids are not unique by force). It also remembers, briefly, ids cancelled while
+// nothing here ran them: a request being handed back between workers at that moment, or one that
+// arrives after its client gave up, is then stopped as soon as it starts.
 type running struct {
-	mu sync.Mutex
-	m  map[string]map[*cancelEntry]struct{}
+	mu     sync.Mutex
+	m      map[string]map[*cancelEntry]struct{}
+	recent map[string]time.Time // ids cancelled while not running here, with when
+	order  []string             // recent's keys, oldest first (a ring of at most maxRecentCancels)
 }
+
+// A cancel for an id that is not running is kept this long, for at most this many ids.
+const (
+	recentCancelTTL  = 30 * time.Second
+	maxRecentCancels = 1024
+)
 
 type cancelEntry struct{ cancel context.CancelCauseFunc }
 
@@ -42,7 +54,14 @@ func (r *running) add(id string, cancel context.CancelCauseFunc) (remove func())
 		r.m[id] = set
 	}
 	set[e] = struct{}{}
+	at, early := r.recent[id]
+	if early {
+		delete(r.recent, id)
+	}
 	r.mu.Unlock()
+	if early && time.Since(at) < recentCancelTTL {
+		cancel(errCancelled) // its client gave up before it started here
+	}
 	return func() {
 		r.mu.Lock()
 		defer r.mu.Unlock()
@@ -61,11 +80,29 @@ func (r *running) cancel(id string) int {
 	for e := range set {
 		entries = append(entries, e)
 	}
+	if len(entries) == 0 {
+		r.remember(id)
+	}
 	r.mu.Unlock()
 	for _, e := range entries {
 		e.cancel(errCancelled)
 	}
 	return len(entries)
+}
+
+// remember records a cancel for an id not running here; r.mu is held.
+func (r *running) remember(id string) {
+	if r.recent == nil {
+		r.recent = map[string]time.Time{}
+	}
+	if _, ok := r.recent[id]; !ok {
+		if len(r.order) >= maxRecentCancels {
+			delete(r.recent, r.order[0])
+			r.order = r.order[1:]
+		}
+		r.order = append(r.order, id)
+	}
+	r.recent[id] = time.Now()
 }
 
 // cancellable returns a context for a generation of id that the cancel subject can stop, and the

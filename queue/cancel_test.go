@@ -166,3 +166,32 @@ func TestCancelJobStoresCancelled(t *testing.T) {
 		t.Errorf("result of a cancelled job: %v, want 499 cancelled (final, not retried)", err)
 	}
 }
+
+// TestCancelBeforeStart: a cancel that arrives while nothing runs the request (it is being handed
+// back, or its client gave up before it started) stops it as soon as it starts.
+func TestCancelBeforeStart(t *testing.T) {
+	ns := startServer(t)
+	gen := newHanging()
+	svc := newService(t, ns, Config{}, gen)
+	nc := connect(t, ns)
+	if err := nc.Publish(schemas.DefaultCancelSubject, []byte("early-bird")); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the cancel to reach the worker", func() bool {
+		svc.running.mu.Lock()
+		defer svc.running.mu.Unlock()
+		_, ok := svc.running.recent["early-bird"]
+		return ok
+	})
+	done := goRequest(nc, goodRequest, nats.Header{schemas.HeaderRequestID: {"early-bird"}})
+	<-gen.started
+	if cause := gen.waitEnded(t, time.Second); cause != errCancelled {
+		t.Errorf("cause %v, want errCancelled", cause)
+	}
+	if e := errorOf(t, recv(t, done)); e.Code != schemas.CodeCancelled {
+		t.Errorf("reply %v, want 499 cancelled", e)
+	}
+}

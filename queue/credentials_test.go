@@ -10,6 +10,8 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+
+	"github.com/codexpool/codexpool/internal/testutil"
 )
 
 // credentialPerms are the permissions README.md documents for the credential store, besides the
@@ -34,15 +36,7 @@ func startCredentialServer(t *testing.T) *server.Server {
 	opts := &server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, NoSigs: true, NoLog: true,
 		JetStream: true, StoreDir: t.TempDir(),
 		Users: []*server.User{{Username: "w", Password: "pw", Permissions: credentialPerms}}}
-	ns, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("NATS not ready")
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	ns := testutil.StartServer(t, opts)
 	return ns
 }
 

@@ -1,10 +1,12 @@
 package queue
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -16,6 +18,13 @@ const embeddedReadyTimeout = 10 * time.Second
 
 // EmbeddedOption configures StartEmbedded.
 type EmbeddedOption func(*server.Options)
+
+// storeLockWait is how long StartEmbedded waits for a store another server holds.
+const storeLockWait = 2 * time.Second
+
+// ErrStoreInUse is wrapped by StartEmbedded's error when another embedded server (of this or
+// another process) has the JetStream store directory.
+var ErrStoreInUse = errors.New("the JetStream store is in use by another embedded NATS server")
 
 // WithJetStream turns JetStream on, with its file store in dir (created when missing). Two
 // servers must never share a store directory.
@@ -52,19 +61,36 @@ func StartEmbedded(addr string, logger *slog.Logger, options ...EmbeddedOption) 
 	for _, o := range options {
 		o(opts)
 	}
+	unlock := func() {}
 	if opts.JetStream {
 		if err := os.MkdirAll(opts.StoreDir, 0o700); err != nil {
 			return nil, fmt.Errorf("queue: embedded NATS store: %w", err)
 		}
+		// A server of this process that just shut down frees the store a moment later: wait a
+		// little before calling the store taken.
+		u, err := lockStore(filepath.Join(opts.StoreDir, "codexpool.lock"))
+		for deadline := time.Now().Add(storeLockWait); errors.Is(err, ErrStoreInUse) && time.Now().Before(deadline); {
+			time.Sleep(20 * time.Millisecond)
+			u, err = lockStore(filepath.Join(opts.StoreDir, "codexpool.lock"))
+		}
+		if err != nil {
+			return nil, fmt.Errorf("queue: embedded NATS store %s: %w", opts.StoreDir, err)
+		}
+		unlock = u
 	}
 	ns, err := server.NewServer(opts)
 	if err != nil {
+		unlock()
 		return nil, fmt.Errorf("queue: embedded NATS: %w", err)
 	}
 	if logger != nil {
 		ns.SetLoggerV2(&serverLogger{log: logger.With("component", "nats-server")}, false, false, false)
 	}
 	ns.Start()
+	go func() { // the store stays this server's until it shuts down
+		ns.WaitForShutdown()
+		unlock()
+	}()
 	if !ns.ReadyForConnections(embeddedReadyTimeout) {
 		ns.Shutdown()
 		ns.WaitForShutdown()

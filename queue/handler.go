@@ -70,7 +70,7 @@ func (s *Service) handle(req micro.Request) {
 
 	s.drainMu.RLock()
 	draining := s.draining
-	ok := !draining && s.tryAcquire()
+	ok := !draining && (s.tryAcquire() || s.stealPullSlot())
 	if ok {
 		deadline := received.Add(timeout)
 		ok = s.goTrack(func() { s.run(r, reply, deadline, received) })

@@ -79,7 +79,16 @@ func (s *Service) pullJobs(stop <-chan struct{}) {
 				return
 			}
 		}
-		msg, err := s.jobs.consumer.Next(jetstream.FetchMaxWait(s.jobs.cfg.FetchWait))
+		msg, stolen, err := s.waitForJob()
+		if stolen {
+			// A request took the reserved slot: it is the request's now. A job that arrived in
+			// the same instant goes back to the stream for the next free slot.
+			if msg != nil {
+				_ = msg.Nak()
+				s.jst.released.Add(1)
+			}
+			continue
+		}
 		if s.stopping(stop, msg) {
 			return
 		}
@@ -98,6 +107,41 @@ func (s *Service) pullJobs(stop <-chan struct{}) {
 		s.startJob(msg)
 		backlog = true
 	}
+}
+
+// Pull waits and requests share one slot: while the pull loop waits for a job in the slot it
+// reserved, a request that finds no other slot free takes that one (stealPullSlot) and the wait
+// is cancelled, so an idle worker with jobs on still serves MaxInflight requests.
+const (
+	pullIdle int32 = iota
+	pullWaiting
+	pullStolen
+)
+
+// waitForJob waits up to FetchWait for one job in the slot the caller holds. stolen reports that
+// a request took the slot meanwhile (the caller no longer holds it).
+func (s *Service) waitForJob() (jetstream.Msg, bool, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.jobs.cfg.FetchWait)
+	defer cancel()
+	s.pullCancel.Store(&cancel)
+	s.pullState.Store(pullWaiting)
+	msg, err := s.jobs.consumer.Next(jetstream.FetchContext(ctx))
+	if !s.pullState.CompareAndSwap(pullWaiting, pullIdle) {
+		s.pullState.Store(pullIdle)
+		return msg, true, err
+	}
+	return msg, false, err
+}
+
+// stealPullSlot takes the slot the pull loop holds while it waits for a job, if it does.
+func (s *Service) stealPullSlot() bool {
+	if s.jobs == nil || !s.pullState.CompareAndSwap(pullWaiting, pullStolen) {
+		return false
+	}
+	if c := s.pullCancel.Load(); c != nil {
+		(*c)()
+	}
+	return true
 }
 
 // pullBatch asks for up to n jobs that are waiting now and starts each in one of the n slots the
@@ -201,9 +245,7 @@ func (s *Service) runJob(msg jetstream.Msg) {
 		// A redelivery after the result was written (the ack was lost), or the same job
 		// submitted again: nothing to run again. A one-shot listener still gets the answer.
 		log.Debug("jobs: result exists; acked without a generation")
-		if !wantsStream(msg.Data()) {
-			s.answer(t, false, storedOutcome(stored.Value()))
-		}
+		s.answerStored(t, wantsStream(msg.Data()), stored.Value())
 		s.ack(ctx, msg, log)
 		s.jst.skipped.Add(1)
 		return
@@ -279,8 +321,12 @@ func (s *Service) runJob(msg jetstream.Msg) {
 	s.finishJob(ctx, msg, t, streamed, o, log)
 }
 
-// finishJob writes the job's result, answers its Codex-Reply-To and acks it, in that order.
+// finishJob writes the job's result, answers its Codex-Reply-To and acks it, in that order. The
+// write outlives a shutdown that cuts generations off: a finished generation is not thrown away.
 func (s *Service) finishJob(ctx context.Context, msg jetstream.Msg, t target, streamed bool, o outcome, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resultWriteTimeout)
+	defer cancel()
+	o = s.fitPayload(o)
 	start := time.Now()
 	if _, err := s.jobs.results.Put(ctx, t.job, o.body()); err != nil {
 		// Without the result the job must run again: do not ack it.
@@ -404,4 +450,46 @@ func wantsStream(payload []byte) bool {
 		Stream any `json:"stream"`
 	}
 	return json.Unmarshal(payload, &r) == nil && r.Stream == true
+}
+
+// resultWriteTimeout bounds storing one result.
+const resultWriteTimeout = 30 * time.Second
+
+// payloadHeadroom is what a KV write or a reply adds to a body (subject, headers).
+const payloadHeadroom = 1024
+
+// fitPayload replaces a reply too large for the NATS server (max_payload) with a 502 saying so:
+// it could be neither stored nor sent, and generating it again would not make it smaller.
+func (s *Service) fitPayload(o outcome) outcome {
+	limit := int(s.nc.MaxPayload()) - payloadHeadroom
+	if o.err != nil || len(o.payload) <= limit {
+		return o
+	}
+	s.log.Warn("reply larger than the NATS server's max payload", "bytes", len(o.payload), "max_payload", s.nc.MaxPayload())
+	return outcome{err: schemas.Errorf(schemas.CodeUpstreamError,
+		"the response is %d bytes, more than the %d the NATS server carries (its max_payload)", len(o.payload), limit), seq: o.seq, events: o.events}
+}
+
+// answerStored answers a Codex-Reply-To from a stored result: one-shot, the stored body; streamed,
+// a response.completed event carrying it (the events themselves are gone) or the error, then the
+// sentinel, so a "request many" listener ends.
+func (s *Service) answerStored(t target, streamed bool, body []byte) {
+	if t.reply == "" {
+		return
+	}
+	o := storedOutcome(body)
+	if streamed && o.err == nil {
+		ev, err := json.Marshal(struct {
+			Type     string          `json:"type"`
+			Response json.RawMessage `json:"response"`
+		}{"response.completed", body})
+		if err == nil {
+			h := s.header(t)
+			h.Set(schemas.HeaderSeq, "1")
+			if err := s.nc.PublishMsg(&nats.Msg{Subject: t.reply, Data: ev, Header: h}); err == nil {
+				o.seq = 1
+			}
+		}
+	}
+	s.answer(t, streamed, o)
 }

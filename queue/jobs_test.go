@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/codexpool/codexpool/internal/testutil"
 	"github.com/codexpool/codexpool/queue/client"
 	"github.com/codexpool/codexpool/schemas"
 )
@@ -448,4 +449,79 @@ func TestJobStatsInMicroData(t *testing.T) {
 		}
 		return acked.Load() == 1
 	})
+}
+
+// TestJobsIdleLoopLeavesSlotsToRequests: the pull loop waits for jobs in a slot of its own, but a
+// request that finds no other slot free takes it: a worker with one slot and jobs on serves
+// requests, and still runs the jobs that come later.
+func TestJobsIdleLoopLeavesSlotsToRequests(t *testing.T) {
+	ns := startJetStream(t)
+	svc := newService(t, ns, Config{MaxInflight: 1, MaxHops: 1, Jobs: &JobsConfig{FetchWait: 5 * time.Second}}, instant)
+	nc := connect(t, ns)
+	waitFor(t, "the pull loop to wait for a job", func() bool { return svc.pullState.Load() == pullWaiting })
+	for i := range 10 {
+		m := request(t, nc, DefaultSubject, goodRequest, nil)
+		if m.Header.Get(schemas.HeaderServiceErrorCode) != "" {
+			t.Fatalf("request %d on an idle worker with one slot: %s, want an answer", i, m.Data)
+		}
+	}
+	c := jobClient(t, ns)
+	submit(t, c, goodRequest, client.SubmitOptions{ID: "after-requests"})
+	if _, err := waitResult(t, c, "after-requests"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestEmbeddedStoreNotShared(t *testing.T) {
+	dir := t.TempDir()
+	ns, err := StartEmbedded("127.0.0.1:0", nil, WithJetStream(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := StartEmbedded("127.0.0.1:0", nil, WithJetStream(dir)); !errors.Is(err, ErrStoreInUse) {
+		t.Errorf("a second server on the same store: %v, want ErrStoreInUse", err)
+	}
+	ns.Shutdown()
+	ns.WaitForShutdown()
+	testutil.WaitFor(t, waitTimeout, "the store to be free after shutdown", func() bool {
+		again, err := StartEmbedded("127.0.0.1:0", nil, WithJetStream(dir))
+		if err != nil {
+			return false
+		}
+		again.Shutdown()
+		again.WaitForShutdown()
+		return true
+	})
+}
+
+// TestJobWithResultAnswersAStreamListener: a streamed job whose result exists ends its listener's
+// stream with a response.completed carrying the stored reply, then the sentinel.
+func TestJobWithResultAnswersAStreamListener(t *testing.T) {
+	ns := startJetStream(t)
+	newService(t, ns, Config{Jobs: fastJobs()}, &counted{Generator: instant})
+	nc := connect(t, ns)
+	js, _ := jetstream.New(nc)
+	kv, err := js.KeyValue(context.Background(), schemas.DefaultResultsBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := `{"id":"resp_0","output_text":"from before"}`
+	if _, err := kv.Put(context.Background(), "done-stream", []byte(stored)); err != nil {
+		t.Fatal(err)
+	}
+	sub, err := nc.SubscribeSync("stored.replies")
+	if err != nil {
+		t.Fatal(err)
+	}
+	submit(t, jobClient(t, ns), `{"input":"x","stream":true}`, client.SubmitOptions{ID: "done-stream", ReplyTo: "stored.replies"})
+	first, err := sub.NextMsg(waitTimeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if raw, ok := schemas.CompletedResponse(first.Data); !ok || string(raw) != stored || first.Header.Get(schemas.HeaderSeq) != "1" {
+		t.Errorf("first message %s (seq %q), want response.completed with the stored reply", first.Data, first.Header.Get(schemas.HeaderSeq))
+	}
+	if last, err := sub.NextMsg(waitTimeout); err != nil || len(last.Data) != 0 {
+		t.Errorf("then %v %v, want the sentinel", last, err)
+	}
 }

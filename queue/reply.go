@@ -64,7 +64,7 @@ func (s *Service) run(r *schemas.Request, reply string, deadline, received time.
 	ctx, done := s.cancellable(ctx, r.ID)
 	defer done()
 	t := target{reply: reply, id: r.ID}
-	o := s.execute(ctx, r, t, r.Stream, false)
+	o := s.fitPayload(s.execute(ctx, r, t, r.Stream, false))
 	s.finish(r, o, received)
 	<-s.slot // free before the last message, so whoever got the reply sees a free slot
 	s.answer(t, r.Stream, o)

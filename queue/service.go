@@ -119,10 +119,12 @@ type Service struct {
 	running   running            // generations by request id, for the cancel subject
 	cancelSub *nats.Subscription // the cancel subject
 
-	jobs     *jobStore // nil: no jobs
-	jst      jobCounters
-	jobStop  chan struct{} // closed by Shutdown: the pull loop stops
-	jobsDone chan struct{} // closed when the pull loop has returned
+	jobs       *jobStore                          // nil: no jobs
+	pullState  atomic.Int32                       // pullIdle, pullWaiting or pullStolen (see stealPullSlot)
+	pullCancel atomic.Pointer[context.CancelFunc] // ends the pull loop's wait
+	jst        jobCounters
+	jobStop    chan struct{} // closed by Shutdown: the pull loop stops
+	jobsDone   chan struct{} // closed when the pull loop has returned
 }
 
 // NewService registers the micro service "codexpool" with the endpoint "generate" on cfg.Subject in

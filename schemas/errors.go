@@ -11,7 +11,7 @@ import (
 // Code is a machine-readable error code of the contract. Clients branch on it.
 type Code string
 
-// The error codes of the contract (../shared/design/contract.md, "Errors").
+// The error codes of the contract: every error reply carries one, with the status paired here.
 const (
 	CodeInvalidRequest       Code = "invalid_request"       // 400: the request is refused
 	CodeRequestTooLarge      Code = "request_too_large"     // 413: payload too large
@@ -27,6 +27,10 @@ const (
 
 // StatusCancelled is the status of CodeCancelled (nginx's "client closed request").
 const StatusCancelled = 499
+
+// ErrCancelled is the cause (context.Cause) of a generation's context when the request was
+// cancelled on the cancel subject: the worker and its logs tell it from a shutdown or a deadline.
+var ErrCancelled = errors.New("cancelled on request")
 
 // Codes returns every error code of the contract, in the order of its table.
 func Codes() []Code {

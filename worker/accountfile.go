@@ -1,8 +1,6 @@
 package worker
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -11,6 +9,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/codexpool/codexpool/internal/accountlist"
 )
 
 // LoadAccounts reads the accounts file at path (see ParseAccounts). A relative auth_file is
@@ -59,41 +59,13 @@ func ParseAccounts(data []byte, getenv func(string) string) ([]Account, error) {
 }
 
 func parseAccounts(data []byte, getenv func(string) string) ([]Account, error) {
-	if len(bytes.TrimSpace(data)) == 0 {
-		return nil, errors.New("the file is empty: want a list of accounts")
-	}
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		// yaml's messages name the line and the problem, not the values.
+	items, err := accountlist.Items(data)
+	if err != nil {
 		return nil, err
 	}
-	list := &doc
-	if list.Kind == yaml.DocumentNode && len(list.Content) == 1 {
-		list = list.Content[0]
-	}
-	if list.Kind == yaml.MappingNode {
-		var found *yaml.Node
-		for i := 0; i+1 < len(list.Content); i += 2 {
-			if k := list.Content[i]; k.Value == "accounts" {
-				found = list.Content[i+1]
-			} else {
-				return nil, fmt.Errorf("%s (line %d): unknown field (want accounts)", k.Value, k.Line)
-			}
-		}
-		if found == nil {
-			return nil, fmt.Errorf("accounts (line %d): required", list.Line)
-		}
-		list = found
-	}
-	if list.Kind != yaml.SequenceNode {
-		return nil, fmt.Errorf("accounts (line %d): want a list of accounts", list.Line)
-	}
-	if len(list.Content) == 0 {
-		return nil, fmt.Errorf("accounts (line %d): the list is empty", list.Line)
-	}
-	accts := make([]Account, 0, len(list.Content))
+	accts := make([]Account, 0, len(items))
 	lines := map[string]int{} // name -> index, for duplicates
-	for i, n := range list.Content {
+	for i, n := range items {
 		a, err := parseAccount(n, fmt.Sprintf("accounts[%d]", i), getenv)
 		if err != nil {
 			return nil, err

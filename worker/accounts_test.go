@@ -87,7 +87,9 @@ func accountStats(w *worker.Worker, name string) worker.AccountStats {
 }
 
 func TestAccountsSpreadABurst(t *testing.T) {
-	sim := newAccountsSim(t, codextest.Options{Latency: 100 * time.Millisecond}, simAccount("a"), simAccount("b"), simAccount("c"))
+	// 1 s answers: every request of the burst starts before any finishes, even on a loaded
+	// machine (a finished one leaves a pooled socket, which rightly draws the next request).
+	sim := newAccountsSim(t, codextest.Options{Latency: time.Second}, simAccount("a"), simAccount("b"), simAccount("c"))
 	w := newAccountsWorker(t, sim, worker.Config{}, "a", "b", "c")
 	ctx := testCtx(t)
 	var wg sync.WaitGroup

@@ -337,7 +337,9 @@ func (w *Worker) Generate(ctx context.Context, req *schemas.Request, emit func(e
 		}
 	}
 	if e, ok := schemas.AsError(err); ok && a != nil && w.router.enforce && e.Account == "" {
-		e.Account = a.name
+		cp := *e // errors may be shared (a closed origin's last 403 answers every waiting request)
+		cp.Account = a.name
+		err = &cp
 	}
 	var out []byte
 	if err == nil && emit == nil {
@@ -409,7 +411,9 @@ func (w *Worker) noAccountLeft(last error, cooling *schemas.Error) error {
 		return schemas.Errorf(schemas.CodeUnavailable, "worker: no account to generate with")
 	}
 	if t, all := w.router.earliest(time.Now()); all && e.Status == http.StatusTooManyRequests {
-		e.RetryAfter = max(time.Until(t), time.Second)
+		cp := *e // not the shared value: other requests may hold it
+		cp.RetryAfter = max(time.Until(t), time.Second)
+		return &cp
 	}
 	return e
 }
@@ -474,6 +478,8 @@ func (w *Worker) logResult(ctx context.Context, req *schemas.Request, a *account
 	case errors.Is(err, context.DeadlineExceeded):
 		level = slog.LevelWarn
 		attrs = append(attrs, slog.Int("status", 504), slog.String("code", string(schemas.CodeUpstreamTimeout)))
+	case errors.Is(err, context.Canceled) && errors.Is(context.Cause(ctx), schemas.ErrCancelled):
+		attrs = append(attrs, slog.Int("status", schemas.StatusCancelled), slog.String("code", string(schemas.CodeCancelled)))
 	case errors.Is(err, context.Canceled):
 		level = slog.LevelWarn
 		attrs = append(attrs, slog.Int("status", 503), slog.String("code", string(schemas.CodeUnavailable)))

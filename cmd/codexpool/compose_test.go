@@ -20,7 +20,8 @@ type composeFile struct {
 }
 
 // TestComposeFile checks docker-compose.yml: NATS with JetStream, a buildable worker that only
-// sets real settings, and the simulator behind an opt-in profile.
+// sets real settings, a gateway that only sets gateway settings, and the simulator behind an
+// opt-in profile.
 func TestComposeFile(t *testing.T) {
 	raw, err := os.ReadFile("../../docker-compose.yml")
 	if err != nil {
@@ -58,6 +59,24 @@ func TestComposeFile(t *testing.T) {
 			}
 		}
 	}
+	gw, ok := cf.Services["gateway"]
+	if !ok {
+		t.Fatal("no gateway service")
+	}
+	if len(gw.Command) == 0 || gw.Command[0] != "gateway" {
+		t.Errorf("gateway command = %q, want it to run `codexpool gateway`", gw.Command)
+	}
+	gwKnown := settingNames(&gatewayConfig{})
+	for k := range gw.Environment {
+		if strings.HasPrefix(k, "CODEXPOOL_") && !slices.Contains(gwKnown, k) {
+			t.Errorf("service gateway sets %s, which is not a gateway setting (known: %v)", k, gwKnown)
+		}
+	}
+	for _, k := range []string{"CODEXPOOL_NATS_URL", "CODEXPOOL_GATEWAY_ADDR", "CODEXPOOL_GATEWAY_KEYS"} {
+		if _, ok := gw.Environment[k]; !ok {
+			t.Errorf("gateway does not set %s", k)
+		}
+	}
 	sim, ok := cf.Services["sim"]
 	if !ok {
 		t.Fatal("no sim service")
@@ -76,7 +95,7 @@ func TestReadmeListsEverySetting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range settingNames(&workerConfig{}) {
+	for _, name := range append(settingNames(&workerConfig{}), settingNames(&gatewayConfig{})...) {
 		if !strings.Contains(string(raw), name) {
 			t.Errorf("README.md does not document %s", name)
 		}

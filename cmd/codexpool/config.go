@@ -68,6 +68,18 @@ func (c PoolConfig) validate(cmd string) error {
 			return fmt.Errorf("%s: %s_%s: must be a NATS subject without wildcards, got %q", cmd, envPrefix, v.name, v.value)
 		}
 	}
+	// The jobs stream captures JOBS_SUBJECT.>: no other subject of the pool may fall under it.
+	for _, v := range []struct{ name, value string }{
+		{"SUBJECT", c.Subject}, {"CANCEL_SUBJECT", c.CancelSubject}, {"the gate-state subjects", queue.GateSubjectPrefix + ".x"},
+	} {
+		if strings.HasPrefix(v.value, c.JobsSubject+".") {
+			return fmt.Errorf("%s: %s_JOBS_SUBJECT: %q would capture %s (%s) into the jobs stream; choose a prefix of its own",
+				cmd, envPrefix, c.JobsSubject, v.name, v.value)
+		}
+	}
+	if c.Subject == c.CancelSubject {
+		return fmt.Errorf("%s: %s_CANCEL_SUBJECT: must differ from %s_SUBJECT (%q)", cmd, envPrefix, envPrefix, c.Subject)
+	}
 	for _, v := range []struct{ name, value string }{
 		{"JOBS_STREAM", c.JobsStream}, {"RESULTS_BUCKET", c.ResultsBucket},
 	} {
@@ -137,8 +149,8 @@ type workerConfig struct {
 	JobsMaxAttempts   int           `envconfig:"JOBS_MAX_ATTEMPTS" default:"5" desc:"deliveries of a job that fails with 403, 429, 5xx or 504 before its error is the result"`
 	JobsMaxAckPending int           `envconfig:"JOBS_MAX_ACK_PENDING" default:"10000" desc:"jobs in flight across the pool (the consumer's MaxAckPending): at least the sum of every worker's MAX_INFLIGHT"`
 	ResultsTTL        time.Duration `envconfig:"RESULTS_TTL" default:"24h" desc:"how long a job's result stays in the results bucket"`
-	Accounts        string        `envconfig:"ACCOUNTS" desc:"accounts file (YAML or JSON list of {name, auth_file | token | token_env, account_id, max_used_percent}); replaces the CODEXPOOL_CODEX_TOKEN/ACCOUNT_ID/AUTH_FILE account"`
-	AccountCooldown time.Duration `envconfig:"ACCOUNT_COOLDOWN" default:"30s" desc:"with CODEXPOOL_ACCOUNTS: how long an account refused for limits or credentials stays out when the origin gives no reset time"`
+	Accounts          string        `envconfig:"ACCOUNTS" desc:"accounts file (YAML or JSON list of {name, auth_file | token | token_env, account_id, max_used_percent}); replaces the CODEXPOOL_CODEX_TOKEN/ACCOUNT_ID/AUTH_FILE account"`
+	AccountCooldown   time.Duration `envconfig:"ACCOUNT_COOLDOWN" default:"30s" desc:"with CODEXPOOL_ACCOUNTS: how long an account refused for limits or credentials stays out when the origin gives no reset time"`
 
 	CodexURL          string        `envconfig:"CODEX_URL" default:"https://chatgpt.com/backend-api/codex/responses" desc:"Codex origin; http(s) and ws(s) accepted"`
 	CodexToken        string        `envconfig:"CODEX_TOKEN" desc:"bearer token (API key or ChatGPT access token)"`

@@ -35,6 +35,8 @@ func TestValidateNamesTheVariable(t *testing.T) {
 		{"client id", func(c *workerConfig) { c.CodexClientID = "" }, "CODEXPOOL_CODEX_CLIENT_ID"},
 		{"bucket", func(c *workerConfig) { c.CredentialsBucket = "a.b" }, "CODEXPOOL_CREDENTIALS_BUCKET"},
 		{"account cooldown", func(c *workerConfig) { c.AccountCooldown = 0 }, "CODEXPOOL_ACCOUNT_COOLDOWN"},
+		{"jobs subject over the request subject", func(c *workerConfig) { c.JobsSubject = "codex" }, "CODEXPOOL_JOBS_SUBJECT"},
+		{"cancel subject is the request subject", func(c *workerConfig) { c.CancelSubject = "codex.generate" }, "CODEXPOOL_CANCEL_SUBJECT"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

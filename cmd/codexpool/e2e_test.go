@@ -113,17 +113,26 @@ func (c *cluster) startWorker(id string, env ...string) *proc {
 // the test failed) and returns at once.
 func (c *cluster) startWorkerNoWait(id string, env ...string) *proc {
 	c.t.Helper()
-	cmd := exec.Command(binPath, "worker")
+	return c.startProcess(id, []string{"worker"}, append([]string{
+		"CODEXPOOL_CODEX_URL=" + c.sim.URL,
+		"CODEXPOOL_CODEX_TOKEN=" + simToken,
+		"CODEXPOOL_WORKER_ID=" + id,
+		"CODEXPOOL_FORBIDDEN_COOLDOWN_MS=50",
+	}, env...)...)
+}
+
+// startProcess runs the binary with args against the cluster's NATS (HOME a temporary folder,
+// debug JSON logs; env is added last, so it wins). The process is killed when the test ends and
+// its output logged if the test failed.
+func (c *cluster) startProcess(id string, args []string, env ...string) *proc {
+	c.t.Helper()
+	cmd := exec.Command(binPath, args...)
 	cmd.Env = append([]string{
 		"HOME=" + c.t.TempDir(),
 		"PATH=" + os.Getenv("PATH"),
 		"CODEXPOOL_NATS_URL=" + c.url,
-		"CODEXPOOL_CODEX_URL=" + c.sim.URL,
-		"CODEXPOOL_CODEX_TOKEN=" + simToken,
-		"CODEXPOOL_WORKER_ID=" + id,
 		"CODEXPOOL_LOG_LEVEL=debug",
 		"CODEXPOOL_LOG_FORMAT=json",
-		"CODEXPOOL_FORBIDDEN_COOLDOWN_MS=50",
 	}, env...)
 	p := &proc{id: id, cmd: cmd, out: &testutil.SyncBuffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
@@ -135,7 +144,7 @@ func (c *cluster) startWorkerNoWait(id string, env ...string) *proc {
 		_ = cmd.Process.Kill()
 		<-p.done
 		if c.t.Failed() {
-			c.t.Logf("worker %s output:\n%s", id, p.out.String())
+			c.t.Logf("%s output:\n%s", id, p.out.String())
 		}
 	})
 	return p

@@ -273,15 +273,7 @@ func TestE2EJobsPermissions(t *testing.T) {
 			Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>", "replies.>"}},
 		}},
 	}
-	ns, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("NATS not ready")
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	ns := testutil.StartServer(t, opts)
 	sim := codextest.NewServer(codextest.Options{Token: simToken})
 	t.Cleanup(sim.Close)
 	var violations testutil.SyncBuffer

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
+	"github.com/codexpool/codexpool/internal/testutil"
 	"github.com/codexpool/codexpool/queue/client"
 	"github.com/codexpool/codexpool/schemas"
 	"github.com/codexpool/codexpool/worker/codextest"
@@ -152,15 +153,7 @@ func TestE2ESecureNATSPermissions(t *testing.T) {
 			Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>"}},
 		}},
 	}
-	ns, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("NATS not ready")
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	ns := testutil.StartServer(t, opts)
 	sim := codextest.NewServer(codextest.Options{Token: simToken, Latency: 300 * time.Millisecond})
 	t.Cleanup(sim.Close)
 

@@ -47,6 +47,7 @@ Commands:
   demo     one command, no account: embedded NATS, simulator, 2 workers, a burst, a table
   batch    submit every line of a JSONL file as a durable job and write the results (resumable)
   jobs     the durable jobs backlog: pending, in progress, redelivered, finished, failed
+  gateway  serve the OpenAI Responses API over HTTP in front of the pool (SDKs, Codex CLI)
   version  print the version
   help     this text
 
@@ -84,6 +85,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		err = runBatch(ctx, e, rest)
 	case "jobs":
 		err = runJobs(ctx, e, rest)
+	case "gateway":
+		err = runGateway(ctx, e, rest)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, "codexpool", getVersion())
 		return nil

@@ -38,6 +38,9 @@ func TestRun(t *testing.T) {
 		{name: "bench speedup needs two modes", args: []string{"bench", "--min-speedup", "3"}, wantCode: 2, wantMsg: "two modes"},
 		{name: "demo bad requests", args: []string{"demo", "--requests", "0"}, wantCode: 2, wantMsg: "at least 1"},
 		{name: "sim help", args: []string{"sim", "--help"}, wantOut: "-upgrade-rate"},
+		{name: "gateway help lists settings", args: []string{"gateway", "--help"}, wantOut: "CODEXPOOL_GATEWAY_KEYS"},
+		{name: "gateway takes no arguments", args: []string{"gateway", "extra"}, wantCode: 2, wantMsg: "takes no arguments"},
+		{name: "help names gateway", args: []string{"help"}, wantOut: "gateway  serve the OpenAI Responses API"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -99,6 +99,12 @@ func runWorker(ctx context.Context, e env, args []string) error {
 			opts = append(opts, queue.WithJetStream(cfg.embeddedStore()))
 		}
 		ns, err = queue.StartEmbedded(cfg.EmbeddedNATSAddr, log, opts...)
+		if err != nil && cfg.Jobs == "auto" && opts != nil {
+			// The store is unusable (unwritable, another server's): serve requests without jobs.
+			log.Warn("durable jobs off: the embedded server's JetStream store cannot be used", "store", cfg.embeddedStore(), "error", err)
+			cfg.Jobs = "off"
+			ns, err = queue.StartEmbedded(cfg.EmbeddedNATSAddr, log)
+		}
 		if err != nil {
 			return err
 		}

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
 )
 
 // SyncBuffer is a bytes.Buffer safe for concurrent writers and readers (log handlers, NATS
@@ -58,4 +60,24 @@ func FreePort(t testing.TB) int {
 	}
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// StartServer starts a NATS server with opts in this process (for tests that need users,
+// permissions or JetStream settings of their own), waits until it accepts clients, and shuts it
+// down when the test ends.
+func StartServer(t testing.TB, opts *server.Options) *server.Server {
+	t.Helper()
+	ns, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("NATS server not ready after 10s")
+	}
+	t.Cleanup(func() {
+		ns.Shutdown()
+		ns.WaitForShutdown()
+	})
+	return ns
 }

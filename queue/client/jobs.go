@@ -126,6 +126,19 @@ func (c *Client) jetStreamOnly() (jetstream.JetStream, error) {
 // Result returns the stored result of job id: the Reply, or the job's error as a *schemas.Error,
 // or ErrNoResult while it has none.
 func (c *Client) Result(ctx context.Context, id string) (*Reply, error) {
+	body, err := c.ResultBody(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return resultReply(id, body)
+}
+
+// ResultBody returns the stored result of job id exactly as stored (the body codex.generate would
+// have replied: the response, or the error body), or ErrNoResult while it has none.
+func (c *Client) ResultBody(ctx context.Context, id string) ([]byte, error) {
+	if !schemas.ValidJobID(id) {
+		return nil, fmt.Errorf("client: job id %q must match [A-Za-z0-9_=-]{1,128}", id)
+	}
 	_, kv, err := c.jetStream(ctx)
 	if err != nil {
 		return nil, err
@@ -137,11 +150,14 @@ func (c *Client) Result(ctx context.Context, id string) (*Reply, error) {
 	if err != nil {
 		return nil, fmt.Errorf("client: read result %s: %w", id, err)
 	}
-	return resultReply(id, e.Value())
+	return e.Value(), nil
 }
 
 // Wait waits until job id has a result and returns it as Result does, or ctx's error.
 func (c *Client) Wait(ctx context.Context, id string) (*Reply, error) {
+	if !schemas.ValidJobID(id) {
+		return nil, fmt.Errorf("client: job id %q must match [A-Za-z0-9_=-]{1,128}", id)
+	}
 	_, kv, err := c.jetStream(ctx)
 	if err != nil {
 		return nil, err

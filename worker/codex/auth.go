@@ -291,13 +291,22 @@ func (a *Auth) Unauthorized(ctx context.Context, refused Credentials) (Credentia
 		}
 		ch := a.changed
 		a.mu.Unlock()
+		t := time.NewTimer(unauthorizedWait)
 		select {
 		case <-ch:
+			t.Stop()
+		case <-t.C:
+			return Credentials{}, a.refusedError(fmt.Sprintf("; no refresh finished within %s", unauthorizedWait))
 		case <-ctx.Done():
+			t.Stop()
 			return Credentials{}, ctx.Err()
 		}
 	}
 }
+
+// unauthorizedWait bounds how long a request refused with 401 waits for the refresh it asked for
+// (another worker may hold the turn) before it is answered 401.
+const unauthorizedWait = 30 * time.Second
 
 func (a *Auth) refusedError(suffix string) *schemas.Error {
 	return schemas.Errorf(schemas.CodeUpstreamUnauthorized,
@@ -358,6 +367,14 @@ func (a *Auth) nextRefresh() time.Time {
 func (a *Auth) nextRefreshLocked() time.Time {
 	if a.tok.RefreshToken == "" || a.down != nil {
 		return time.Time{}
+	}
+	if cur := a.tok.bearer(); a.kickedFor == cur && a.doneFor != cur {
+		// A 401 asked for a refresh that has not happened yet (another holder had the turn):
+		// try again as soon as the back-off allows, not at the token's scheduled time.
+		if a.retryAt.After(a.kickedAt) {
+			return a.retryAt
+		}
+		return a.kickedAt // due already
 	}
 	exp := a.tok.expiry()
 	if exp.IsZero() {
@@ -453,6 +470,7 @@ func (a *Auth) refresh(unauthorized bool) {
 	cur := a.tok
 	skip := a.down != nil || cur.RefreshToken == "" ||
 		(unauthorized && a.kickedFor != cur.bearer()) || // a re-read cured the 401
+		(unauthorized && a.doneFor == cur.bearer()) || // the scheduled pass already tried it
 		(!unauthorized && time.Now().Before(a.nextRefreshLocked()))
 	a.mu.Unlock()
 	if skip {

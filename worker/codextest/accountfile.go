@@ -1,13 +1,13 @@
 package codextest
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
 	"os"
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/codexpool/codexpool/internal/accountlist"
 )
 
 // LoadAccounts reads an accounts file for `codexpool sim --accounts`: see ParseAccounts. Errors
@@ -49,45 +49,19 @@ func ParseAccounts(data []byte) ([]Account, error) {
 }
 
 func parseAccounts(data []byte) ([]Account, error) {
-	if len(bytes.TrimSpace(data)) == 0 {
-		return nil, errors.New("no accounts")
-	}
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
+	items, err := accountlist.Items(data)
+	if err != nil {
 		return nil, err
 	}
-	list := &doc
-	if list.Kind == yaml.DocumentNode && len(list.Content) == 1 {
-		list = list.Content[0]
-	}
-	if list.Kind == yaml.MappingNode {
-		var found *yaml.Node
-		for i := 0; i+1 < len(list.Content); i += 2 {
-			if k := list.Content[i].Value; k == "accounts" {
-				found = list.Content[i+1]
-			} else {
-				return nil, fmt.Errorf("%s (line %d): unknown field", k, list.Content[i].Line)
-			}
-		}
-		if found == nil {
-			return nil, errors.New("accounts: required")
-		}
-		list = found
-	}
-	if list.Kind != yaml.SequenceNode {
-		return nil, fmt.Errorf("accounts (line %d): want a list of accounts", list.Line)
-	}
-	accts := make([]Account, 0, len(list.Content))
-	for i, n := range list.Content {
+	accts := make([]Account, 0, len(items))
+	for i, n := range items {
 		a, err := parseAccount(n, fmt.Sprintf("accounts[%d]", i))
 		if err != nil {
 			return nil, err
 		}
 		accts = append(accts, a)
 	}
-	if len(accts) == 0 {
-		return nil, errors.New("accounts: the list is empty")
-	}
+
 	if err := validateAccounts(accts); err != nil {
 		return nil, err
 	}

@@ -49,7 +49,7 @@ func TestParseAccountsErrorsNameTheField(t *testing.T) {
 	tests := []struct {
 		name, data, want string
 	}{
-		{"empty", "", "no accounts"},
+		{"empty", "", "the file is empty"},
 		{"bad length", "- name: a\n  windows: [{length: 5x}]", "accounts[0].windows[0].length (line 2)"},
 		{"numeric length", "- name: a\n  windows: [{length: 300}]", "accounts[0].windows[0].length"},
 		{"no length", "- name: a\n  windows: [{budget: 3}]", "accounts[0].windows[0].length"},

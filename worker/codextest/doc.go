@@ -1,6 +1,7 @@
 // Package codextest is a local Codex origin: a server that speaks the Codex / Responses
-// WebSocket protocol and its HTTP streaming fallback (see the project's codex-protocol.md) for
-// tests, benchmarks and `codexpool sim`.
+// WebSocket protocol (JSON text frames: response.create in, the response.* event sequence out)
+// and its HTTP streaming fallback (POST, server-sent events) for tests, benchmarks and
+// `codexpool sim`.
 //
 // Call [NewServer] first, the way net/http/httptest is used: it listens on 127.0.0.1:0, is already
 // serving, and its URL field is the address a client dials. Close it when done:

@@ -1,0 +1,253 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/kelseyhightower/envconfig"
+	"github.com/nats-io/nats.go"
+
+	"github.com/codexpool/codexpool/gateway"
+	"github.com/codexpool/codexpool/queue"
+	"github.com/codexpool/codexpool/queue/client"
+	"github.com/codexpool/codexpool/schemas"
+)
+
+const gatewayTrailer = `Serves the OpenAI Responses API over HTTP in front of the pool, so the OpenAI SDKs and the
+Codex CLI (as a custom model provider) use it unchanged: POST /v1/responses (JSON, or server-sent
+events with "stream": true), GET /v1/models, GET /healthz, GET /readyz. Clients send
+Authorization: Bearer <key> with one of CODEXPOOL_GATEWAY_KEYS; without keys the gateway listens
+on loopback only. It keeps no state: run as many as you like behind a load balancer. With no
+CODEXPOOL_NATS_URL it connects to nats://127.0.0.1:4222 (a worker's embedded server).
+
+Environment (CODEXPOOL_*):
+`
+
+// gatewayConfig is `codexpool gateway`'s configuration.
+type gatewayConfig struct {
+	PoolConfig
+	Addr           string        `envconfig:"GATEWAY_ADDR" default:"127.0.0.1:8080" desc:"where the gateway listens (host:port); without keys only a loopback address is accepted"`
+	Keys           string        `envconfig:"GATEWAY_KEYS" desc:"client keys (Authorization: Bearer <key>), comma-separated, or @/path/to/file with one key per line; empty = no authentication, loopback only"`
+	Models         string        `envconfig:"GATEWAY_MODELS" default:"gpt-5.1-codex" desc:"models GET /v1/models lists, comma-separated (requests may name any: the workers decide)"`
+	MaxBodyBytes   int64         `envconfig:"GATEWAY_MAX_BODY_BYTES" default:"0" desc:"largest request body, 413 above it; 0 = the NATS server's max payload"`
+	KeepAlive      time.Duration `envconfig:"GATEWAY_KEEPALIVE" default:"15s" desc:"a stream silent this long gets an SSE keep-alive comment"`
+	RequestTimeout time.Duration `envconfig:"GATEWAY_REQUEST_TIMEOUT" default:"10m" desc:"longest a request may take (the pool request's deadline, sent as Codex-Timeout)"`
+	ShutdownGrace  time.Duration `envconfig:"SHUTDOWN_GRACE" default:"30s" desc:"on SIGTERM: stop accepting, let requests and streams in progress finish within this"`
+	LogLevel       string        `envconfig:"LOG_LEVEL" default:"info" desc:"debug (adds request bodies), info (one line per request), warn or error"`
+	LogFormat      string        `envconfig:"LOG_FORMAT" default:"auto" desc:"auto (colour text on a terminal, JSON otherwise), text or json"`
+}
+
+func gatewaySettingError(name, format string, args ...any) error {
+	return fmt.Errorf("gateway: %s_%s: %s", envPrefix, name, fmt.Sprintf(format, args...))
+}
+
+// loadGatewayConfig reads and checks the gateway's settings and its client keys.
+func loadGatewayConfig() (gatewayConfig, []string, error) {
+	var c gatewayConfig
+	if err := envconfig.Process(envPrefix, &c); err != nil {
+		return c, nil, fmt.Errorf("gateway: %w", err)
+	}
+	bad := gatewaySettingError
+	switch {
+	case c.Subject == "" || strings.ContainsAny(c.Subject, " \t\r\n"):
+		return c, nil, bad("SUBJECT", "must be a NATS subject, got %q", c.Subject)
+	case c.MaxBodyBytes < 0:
+		return c, nil, bad("GATEWAY_MAX_BODY_BYTES", "must be >= 0, got %d", c.MaxBodyBytes)
+	case c.KeepAlive <= 0:
+		return c, nil, bad("GATEWAY_KEEPALIVE", "must be positive, got %s", c.KeepAlive)
+	case c.RequestTimeout <= 0:
+		return c, nil, bad("GATEWAY_REQUEST_TIMEOUT", "must be positive, got %s", c.RequestTimeout)
+	case c.ShutdownGrace < 0:
+		return c, nil, bad("SHUTDOWN_GRACE", "must be >= 0, got %s", c.ShutdownGrace)
+	case len(c.models()) == 0:
+		return c, nil, bad("GATEWAY_MODELS", "must name at least one model")
+	}
+	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
+		return c, nil, bad("GATEWAY_ADDR", "must be host:port, e.g. 127.0.0.1:8080, got %q", c.Addr)
+	}
+	if _, err := parseLevel(c.LogLevel); err != nil {
+		return c, nil, bad("LOG_LEVEL", "%v", err)
+	}
+	switch c.LogFormat {
+	case "auto", "text", "json":
+	default:
+		return c, nil, bad("LOG_FORMAT", "must be auto, text or json, got %q", c.LogFormat)
+	}
+	keys, err := parseKeys(c.Keys)
+	if err != nil {
+		return c, nil, bad("GATEWAY_KEYS", "%v", err)
+	}
+	if err := gateway.CheckAddr(c.Addr, keys); errors.Is(err, gateway.ErrOpenWithoutKeys) {
+		return c, nil, fmt.Errorf("gateway: %s_GATEWAY_ADDR=%s is not a loopback address and %s_GATEWAY_KEYS is empty: "+
+			"set client keys to listen beyond this machine, or listen on 127.0.0.1", envPrefix, c.Addr, envPrefix)
+	} else if err != nil {
+		return c, nil, bad("GATEWAY_ADDR", "%v", err)
+	}
+	return c, keys, nil
+}
+
+func (c gatewayConfig) models() []string {
+	var out []string
+	for _, m := range strings.Split(c.Models, ",") {
+		if m = strings.TrimSpace(m); m != "" {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// parseKeys reads the keys setting: a comma-separated list, or "@path" naming a file with one
+// key per line (blank lines and lines starting with # skipped). Errors never quote a key.
+func parseKeys(s string) ([]string, error) {
+	if s == "" {
+		return nil, nil
+	}
+	text := s
+	sep := ","
+	if path, isFile := strings.CutPrefix(s, "@"); isFile {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("read keys file: %w", err)
+		}
+		text, sep = string(b), "\n"
+	}
+	var keys []string
+	for i, k := range strings.Split(text, sep) {
+		k = strings.TrimSpace(k)
+		if k == "" || (sep == "\n" && strings.HasPrefix(k, "#")) {
+			continue
+		}
+		if strings.ContainsAny(k, " \t\r\n,") {
+			return nil, fmt.Errorf("key %d contains a space or comma", i+1)
+		}
+		keys = append(keys, k)
+	}
+	if len(keys) == 0 {
+		return nil, errors.New("is set but holds no key")
+	}
+	return keys, nil
+}
+
+func runGateway(ctx context.Context, e env, args []string) error {
+	var usageTable bytes.Buffer
+	if err := printSettings(&usageTable, &gatewayConfig{}); err != nil {
+		return err
+	}
+	fs := newFlags(e, "gateway", "gateway [--help]", gatewayTrailer+usageTable.String())
+	if err := fs.parse(e, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		fs.printUsage(e.stderr)
+		return exitError{code: 2, msg: fmt.Sprintf("gateway takes no arguments, got %q (configure it with CODEXPOOL_* variables)", fs.Args())}
+	}
+	cfg, keys, err := loadGatewayConfig()
+	if err != nil {
+		return err
+	}
+	log, err := newLogger(e.stderr, cfg.LogLevel, cfg.LogFormat)
+	if err != nil {
+		return err
+	}
+	natsOpts, err := cfg.security().Options()
+	if err != nil {
+		return err
+	}
+	url := cfg.NATSURL
+	if url == "" {
+		url = nats.DefaultURL
+	}
+	nc, err := queue.Connect(ctx, url, "codexpool gateway", log, natsOpts...)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("gateway: listen on %s (%s_GATEWAY_ADDR): %w", cfg.Addr, envPrefix, err)
+	}
+	cl := client.New(nc, client.Options{Subject: cfg.Subject, Timeout: cfg.RequestTimeout,
+		CancelSubject: cfg.CancelSubject, JobsSubject: cfg.JobsSubject, ResultsBucket: cfg.ResultsBucket})
+	var jobs gateway.Jobs
+	if on, _ := nc.ConnectedServerJetStream(); on {
+		jobs = gatewayJobs{cl}
+	}
+	g := gateway.New(cl, nc, gateway.Config{
+		Jobs:           jobs,
+		Keys:           keys,
+		Models:         cfg.models(),
+		MaxBodyBytes:   cfg.MaxBodyBytes,
+		KeepAlive:      cfg.KeepAlive,
+		RequestTimeout: cfg.RequestTimeout,
+		Logger:         log,
+	})
+	srv := gateway.NewServer(g)
+	srv.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelWarn)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	log.Info("gateway listening", "addr", ln.Addr().String(), "nats", nc.ConnectedUrlRedacted(), "subject", cfg.Subject,
+		"auth", len(keys) > 0, "keys", len(keys), "models", cfg.models())
+
+	select {
+	case err := <-served:
+		return fmt.Errorf("gateway: serve: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down: no new connections, finishing requests in progress", "grace", cfg.ShutdownGrace)
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace)
+	err = srv.Shutdown(sctx)
+	cancel()
+	if err != nil {
+		// Closing the connections ends the requests' contexts, which cancels their pool requests.
+		log.Warn("shutdown grace over; closing the remaining connections", "error", err)
+		_ = srv.Close()
+	}
+	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+		log.Warn("serve", "error", err)
+	}
+	// Cancellations of the requests just cut off go out before the connection closes.
+	if err := nc.FlushTimeout(time.Second); err != nil {
+		log.Warn("NATS flush", "error", err)
+	}
+	log.Info("stopped")
+	return nil
+}
+
+// gatewayJobs serves the gateway's "background": true with the pool's durable jobs: the job id
+// is the request's Codex-Request-Id, so GET /v1/responses/{id} finds it.
+type gatewayJobs struct{ cl *client.Client }
+
+func (j gatewayJobs) Submit(ctx context.Context, body []byte, hdr nats.Header) (string, error) {
+	id := hdr.Get(schemas.HeaderRequestID)
+	job, err := j.cl.Submit(ctx, body, client.SubmitOptions{ID: id, RequestID: id})
+	return job.ID, err
+}
+
+// Result reads the stored result. A job without one is still queued or running, if the gateway
+// made its id ("gw-" and a UUID: the store cannot tell a pending job from an id never submitted);
+// any other id without a result is unknown.
+func (j gatewayJobs) Result(ctx context.Context, id string) ([]byte, bool, error) {
+	body, err := j.cl.ResultBody(ctx, id)
+	switch {
+	case errors.Is(err, client.ErrNoResult) && gatewayJobID(id):
+		return nil, false, nil
+	case errors.Is(err, client.ErrNoResult):
+		return nil, false, fmt.Errorf("%w: %s", gateway.ErrJobNotFound, id)
+	}
+	return body, err == nil, err
+}
+
+// gatewayJobID reports whether id has the form of the gateway's request ids.
+func gatewayJobID(id string) bool {
+	rest, ok := strings.CutPrefix(id, "gw-")
+	return ok && uuid.Validate(rest) == nil
+}

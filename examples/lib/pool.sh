@@ -1,0 +1,46 @@
+# Shared by the examples' CI scripts (source it): builds codexpool, starts the origin simulator
+# and a worker (embedded NATS, its JetStream store in a temporary folder) on free loopback ports,
+# and stops everything on exit. Set NAME (used in messages and the worker id) and SIM_TOKEN before
+# sourcing; SIM_LATENCY defaults to 200ms. Afterwards $work, $origin, $nats_url and $codexpool are
+# set, and fail and wait_for are defined. Needs Go.
+set -euo pipefail
+work=$(mktemp -d)
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+fail() {
+	echo "$NAME example: $*" >&2
+	for f in "$work"/*.log; do echo "--- $f"; tail -n 30 "$f"; done >&2
+	exit 1
+}
+
+# wait_for FILE PATTERN: waits up to 60 s for a line matching PATTERN in FILE and prints it.
+wait_for() {
+	for _ in $(seq 600); do
+		if line=$(grep -m1 -E "$2" "$1" 2>/dev/null); then
+			echo "$line"
+			return 0
+		fi
+		sleep 0.1
+	done
+	fail "no line matching '$2' in $1 after 60s"
+}
+
+codexpool="$work/codexpool"
+(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && go build -o "$codexpool" ./cmd/codexpool)
+
+"$codexpool" sim --addr 127.0.0.1:0 --token "$SIM_TOKEN" --latency "${SIM_LATENCY:-200ms}" >"$work/sim.log" 2>&1 &
+pids+=($!)
+origin=$(wait_for "$work/sim.log" 'origin ws://' | sed -E 's/.*origin (ws:[^ ]+).*/\1/')
+
+CODEXPOOL_CODEX_URL="$origin" CODEXPOOL_CODEX_TOKEN="$SIM_TOKEN" CODEXPOOL_EMBEDDED_NATS_ADDR=127.0.0.1:0 \
+	CODEXPOOL_EMBEDDED_NATS_STORE="$work/store" CODEXPOOL_METRICS_ADDR=127.0.0.1:0 \
+	CODEXPOOL_LOG_FORMAT=json CODEXPOOL_WORKER_ID="$NAME-ci" \
+	"$codexpool" worker >"$work/worker.log" 2>&1 &
+pids+=($!)
+nats_url=$(wait_for "$work/worker.log" '"msg":"serving"' | sed -E 's/.*"nats":"([^"]+)".*/\1/')

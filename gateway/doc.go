@@ -1,0 +1,49 @@
+// Package gateway is the pool's HTTP front door: it serves the OpenAI Responses API over HTTP on
+// top of queue/client, so the official OpenAI SDKs and the Codex CLI (as a custom model provider)
+// use a codexpool pool unchanged. It keeps no state of its own, so several gateways can run behind
+// a load balancer.
+//
+// Call [New] with a [client.Client], its NATS connection and a [Config], and serve the [Gateway]
+// (an http.Handler) with [NewServer], after [CheckAddr] has vetted the address:
+//
+//	g := gateway.New(client.New(nc, client.Options{}), nc, gateway.Config{Keys: keys})
+//	srv := gateway.NewServer(g)
+//	srv.Serve(ln)
+//
+// # Routes
+//
+//   - POST /v1/responses: a request on the pool. With "stream": true in the body (the SDKs send
+//     Accept: application/json even then) the answer is text/event-stream, one
+//     "event: <type>\ndata: <event JSON>\n\n" frame per pool event, flushed as it comes, and
+//     ": keep-alive" comments while the origin is silent; otherwise the one-shot JSON reply.
+//     "background": true makes a durable job when Config.Jobs is set.
+//   - GET /v1/responses/{id}: a background response as it progresses.
+//   - GET /v1/models, GET /v1/models/{id}: Config.Models in the OpenAI list shape.
+//   - GET /healthz (the process is up), GET /readyz (NATS connected and a worker answers the
+//     micro ping; the verdict is cached for Config.ReadyTTL). Neither needs a key.
+//
+// # What is changed on the way
+//
+// Top-level members whose value is null and "background": false are dropped from a request
+// body (the Responses API treats them as absent; the pool refuses wrong-typed fields). Events and
+// replies are forwarded byte for byte except for a top-level "error": null, which is removed
+// (openai-go fails a stream on any event with a top-level "error" key), and origin "error"
+// events, which are replaced by the pool's error that follows them.
+//
+// # Errors
+//
+// An error before any event is answered with the contract error's HTTP status and the OpenAI
+// shape {"error": {"message", "type", "code", "param"}}: code is the contract code, param the
+// field a 400 names. Retry times go out as retry-after and retry-after-ms; worker_busy carries
+// x-should-retry: true and a long (or unknown) rate-limit wait x-should-retry: false, so the SDKs
+// retry the one and not the other. No responders from NATS is 503 unavailable. An error after
+// the stream began is one SSE "error" event both SDKs raise on, and the stream ends. Every
+// response carries x-request-id, which is also the pool request's Codex-Request-Id. The gateway
+// always makes its own ("gw-" and a UUID): a client cannot name, and so cancel, another client's
+// request.
+//
+// # Cancellation
+//
+// A client that disconnects ends its request's context, which ends the pool request (the Go
+// client publishes its Codex-Request-Id on codex.cancel).
+package gateway

@@ -1,0 +1,240 @@
+package gateway
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+
+	"github.com/codexpool/codexpool/queue/client"
+	"github.com/codexpool/codexpool/schemas"
+)
+
+// Defaults of Config.
+const (
+	DefaultModel          = "gpt-5.1-codex"
+	DefaultKeepAlive      = 15 * time.Second
+	DefaultRequestTimeout = 10 * time.Minute
+	DefaultBodyTimeout    = time.Minute
+	DefaultLongWait       = 10 * time.Second
+	DefaultReadyTTL       = 2 * time.Second
+	DefaultReadyTimeout   = time.Second
+)
+
+// Config configures a Gateway. The zero value of every field is its documented default.
+type Config struct {
+	// Keys are the client keys accepted as "Authorization: Bearer <key>" on /v1/*. Empty means no
+	// authentication: then the gateway must listen on loopback only (see CheckAddr).
+	Keys []string
+	// Models are listed by GET /v1/models; default [DefaultModel]. Requests may name any model:
+	// the workers decide.
+	Models []string
+	// MaxBodyBytes bounds a request body (413 above it); default the NATS server's max payload.
+	MaxBodyBytes int64
+	// BodyTimeout bounds reading one request body; default 1m. (The server has no ReadTimeout:
+	// net/http cancels a request's context when it fires, which would end long streams.)
+	BodyTimeout time.Duration
+	// KeepAlive is the gap after which a silent stream gets an SSE comment (": keep-alive") so
+	// proxies and clients do not time it out; default 15s. A stream whose first event is that
+	// late starts with the comment, so a later error comes as an SSE error event, not a status.
+	KeepAlive time.Duration
+	// RequestTimeout is the longest a request may take; it becomes the pool request's deadline
+	// (Codex-Timeout). Default 10m.
+	RequestTimeout time.Duration
+	// LongWait: a 429 upstream_rate_limited whose retry time is unknown or longer than this is
+	// answered with x-should-retry: false, so the SDKs do not retry it on their own; default 10s.
+	LongWait time.Duration
+	// ReadyTTL is how long a /readyz verdict is reused, so probes do not flood NATS; default 2s.
+	ReadyTTL time.Duration
+	// ReadyTimeout bounds the micro ping of /readyz; default 1s.
+	ReadyTimeout time.Duration
+	// Jobs serves "background": true; nil refuses it with 400 (param "background").
+	Jobs Jobs
+	// Logger gets one line per request (message "request") and, at debug, request bodies.
+	// Default: discard.
+	Logger *slog.Logger
+}
+
+// Gateway is the HTTP front door of the pool: an http.Handler serving the OpenAI Responses API
+// (POST /v1/responses, GET /v1/responses/{id}), GET /v1/models, /healthz and /readyz. It keeps
+// no state of its own beyond a cached readiness verdict, so several can run behind a load
+// balancer. Make one with New; it is safe for concurrent use.
+type Gateway struct {
+	cl   *client.Client
+	nc   *nats.Conn
+	cfg  Config
+	log  *slog.Logger
+	keys [][sha256.Size]byte
+
+	models []byte // the GET /v1/models body
+	ready  readiness
+}
+
+// New returns a Gateway that sends requests through cl; nc is cl's connection, used for
+// /readyz (connection state and micro ping) and the default body limit.
+func New(cl *client.Client, nc *nats.Conn, cfg Config) *Gateway {
+	if len(cfg.Models) == 0 {
+		cfg.Models = []string{DefaultModel}
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = nc.MaxPayload()
+	}
+	if cfg.BodyTimeout <= 0 {
+		cfg.BodyTimeout = DefaultBodyTimeout
+	}
+	if cfg.KeepAlive <= 0 {
+		cfg.KeepAlive = DefaultKeepAlive
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = DefaultRequestTimeout
+	}
+	if cfg.LongWait <= 0 {
+		cfg.LongWait = DefaultLongWait
+	}
+	if cfg.ReadyTTL <= 0 {
+		cfg.ReadyTTL = DefaultReadyTTL
+	}
+	if cfg.ReadyTimeout <= 0 {
+		cfg.ReadyTimeout = DefaultReadyTimeout
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	g := &Gateway{cl: cl, nc: nc, cfg: cfg, log: cfg.Logger.With("component", "gateway")}
+	for _, k := range cfg.Keys {
+		g.keys = append(g.keys, sha256.Sum256([]byte(k)))
+	}
+	g.models = modelList(cfg.Models)
+	return g
+}
+
+// outcome is what a handler answered, for the request's log line.
+type outcome struct {
+	status int
+	code   schemas.Code // "ok" on success
+	stream bool
+	err    string // the message of an error answer
+	// upstream is the origin's own error code, when there is one.
+	upstream string
+}
+
+func ok(status int) outcome { return outcome{status: status, code: "ok"} }
+
+func failed(a *apiError) outcome {
+	return outcome{status: a.Status, code: a.Code, err: a.Message, upstream: a.UpstreamCode}
+}
+
+// ServeHTTP routes the request and writes the one log line per request.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	// The pool's request id is always the gateway's own: a client-chosen one could name another
+	// client's request, and a disconnect cancels the request by its id.
+	id := "gw-" + uuid.NewString()
+	w.Header().Set("X-Request-Id", id)
+	o := g.route(w, r, id)
+	if r.Context().Err() != nil && o.code != "ok" {
+		o.status, o.code = StatusClientClosed, CodeClientClosed
+	}
+	level := slog.LevelInfo
+	if o.status >= 500 {
+		level = slog.LevelWarn
+	}
+	if !g.log.Enabled(r.Context(), level) {
+		return
+	}
+	attrs := []slog.Attr{
+		slog.String("request_id", id), slog.String("method", r.Method), slog.String("path", r.URL.Path),
+		slog.Int("status", o.status), slog.String("code", string(o.code)),
+		slog.Duration("duration", time.Since(start)), slog.Bool("stream", o.stream),
+	}
+	if o.err != "" {
+		attrs = append(attrs, slog.String("error", o.err))
+	}
+	if o.upstream != "" {
+		attrs = append(attrs, slog.String("upstream_code", o.upstream))
+	}
+	// The log call must not use r.Context(): it is done when the client has gone.
+	g.log.LogAttrs(context.Background(), level, "request", attrs...)
+}
+
+func (g *Gateway) route(w http.ResponseWriter, r *http.Request, id string) outcome {
+	p := r.URL.Path
+	switch p {
+	case "/healthz":
+		return g.healthz(w, r)
+	case "/readyz":
+		return g.readyz(w, r)
+	}
+	if !strings.HasPrefix(p, "/v1/") {
+		return g.notFound(w, r)
+	}
+	if !g.authorized(r) {
+		a := newAPIError(http.StatusUnauthorized, CodeInvalidAPIKey, "",
+			"missing or unknown API key: send Authorization: Bearer <key> with one of the gateway's keys")
+		a.write(w)
+		return failed(a)
+	}
+	switch {
+	case p == "/v1/responses":
+		if r.Method != http.MethodPost {
+			return g.methodNotAllowed(w, r, http.MethodPost)
+		}
+		return g.createResponse(w, r, id)
+	case strings.HasPrefix(p, "/v1/responses/"):
+		if r.Method != http.MethodGet {
+			return g.methodNotAllowed(w, r, http.MethodGet)
+		}
+		return g.getResponse(w, r, strings.TrimPrefix(p, "/v1/responses/"))
+	case p == "/v1/models":
+		if r.Method != http.MethodGet {
+			return g.methodNotAllowed(w, r, http.MethodGet)
+		}
+		writeJSON(w, http.StatusOK, g.models)
+		return ok(http.StatusOK)
+	case strings.HasPrefix(p, "/v1/models/"):
+		if r.Method != http.MethodGet {
+			return g.methodNotAllowed(w, r, http.MethodGet)
+		}
+		return g.getModel(w, strings.TrimPrefix(p, "/v1/models/"))
+	}
+	return g.notFound(w, r)
+}
+
+func (g *Gateway) notFound(w http.ResponseWriter, r *http.Request) outcome {
+	a := newAPIError(http.StatusNotFound, CodeNotFound, "", "gateway: no route for "+r.Method+" "+r.URL.Path)
+	a.write(w)
+	return failed(a)
+}
+
+func (g *Gateway) methodNotAllowed(w http.ResponseWriter, r *http.Request, allow string) outcome {
+	w.Header().Set("Allow", allow)
+	a := newAPIError(http.StatusMethodNotAllowed, CodeMethod, "", "gateway: "+r.URL.Path+" takes "+allow+", not "+r.Method)
+	a.write(w)
+	return failed(a)
+}
+
+// authorized reports whether r carries one of the keys. Every key is compared, in constant time,
+// on SHA-256 digests, so neither a key's length nor how much of it matched shows in the timing.
+func (g *Gateway) authorized(r *http.Request) bool {
+	if len(g.keys) == 0 {
+		return true
+	}
+	auth := r.Header.Get("Authorization")
+	scheme, tok, found := strings.Cut(auth, " ")
+	sum := sha256.Sum256([]byte(strings.TrimSpace(tok)))
+	match := 0
+	for i := range g.keys {
+		match |= subtle.ConstantTimeCompare(sum[:], g.keys[i][:])
+	}
+	return found && strings.EqualFold(scheme, "Bearer") && match == 1
+}
+
+// ErrOpenWithoutKeys is returned by CheckAddr for a non-loopback address without client keys.
+var ErrOpenWithoutKeys = errors.New("gateway: without client keys the gateway listens on loopback only")

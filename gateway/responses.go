@@ -1,0 +1,309 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/codexpool/codexpool/schemas"
+)
+
+// request is a POST /v1/responses body, read and normalized for the pool.
+type request struct {
+	body       []byte
+	stream     bool
+	background bool
+	model      string
+}
+
+// createResponse serves POST /v1/responses.
+func (g *Gateway) createResponse(w http.ResponseWriter, r *http.Request, id string) outcome {
+	raw, a := g.readBody(w, r)
+	if a != nil {
+		a.write(w)
+		return failed(a)
+	}
+	if g.log.Enabled(r.Context(), slog.LevelDebug) {
+		g.log.LogAttrs(r.Context(), slog.LevelDebug, "request body", slog.String("request_id", id),
+			slog.Int("bytes", len(raw)), slog.String("body", string(raw)))
+	}
+	req := normalize(raw)
+	ctx, cancel := context.WithTimeout(r.Context(), g.cfg.RequestTimeout)
+	defer cancel()
+	hdr := nats.Header{}
+	hdr.Set(schemas.HeaderRequestID, id)
+	switch {
+	case req.background:
+		return g.submitBackground(ctx, w, req, hdr)
+	case req.stream:
+		o := g.stream(ctx, w, req, hdr)
+		o.stream = true
+		return o
+	}
+	return g.oneShot(ctx, w, req, hdr)
+}
+
+// readBody reads the request body within Config.MaxBodyBytes and Config.BodyTimeout.
+func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apiError) {
+	rc := http.NewResponseController(w)
+	// The deadline covers this body only; it is lifted before the answer streams.
+	_ = rc.SetReadDeadline(time.Now().Add(g.cfg.BodyTimeout))
+	defer func() { _ = rc.SetReadDeadline(time.Time{}) }()
+	if r.ContentLength > g.cfg.MaxBodyBytes {
+		return nil, tooLarge(r.ContentLength, g.cfg.MaxBodyBytes)
+	}
+	var buf bytes.Buffer
+	if r.ContentLength > 0 {
+		buf.Grow(int(r.ContentLength))
+	}
+	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, g.cfg.MaxBodyBytes))
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		return nil, tooLarge(-1, g.cfg.MaxBodyBytes)
+	case err != nil:
+		return nil, newAPIError(http.StatusBadRequest, schemas.CodeInvalidRequest, "", "gateway: reading the request body: "+err.Error())
+	}
+	return buf.Bytes(), nil
+}
+
+func tooLarge(n, limit int64) *apiError {
+	msg := fmt.Sprintf("the request body is larger than the %d bytes this gateway accepts", limit)
+	if n > 0 {
+		msg = fmt.Sprintf("the request body is %d bytes, more than the %d this gateway accepts", n, limit)
+	}
+	return newAPIError(http.StatusRequestEntityTooLarge, schemas.CodeRequestTooLarge, "", msg)
+}
+
+// normalize reads what the gateway routes on and removes what the Responses API treats as absent
+// but the pool would refuse: top-level members whose value is null (the SDKs and the Codex CLI
+// send "instructions": null and the like) and "background": false. "background": true is taken
+// out of the body too (a job is the plain request). Anything else is left byte for byte; a body
+// that is not a JSON object goes to the pool as it is, which refuses it with the exact reason.
+func normalize(raw []byte) request {
+	req := request{body: raw}
+	ms, isObj := members(raw)
+	if !isObj || !json.Valid(raw) {
+		return req
+	}
+	if v, found := field(raw, ms, "stream"); found {
+		req.stream = bytes.Equal(v, []byte("true"))
+	}
+	if v, found := field(raw, ms, "background"); found {
+		req.background = bytes.Equal(v, []byte("true"))
+	}
+	if v, found := field(raw, ms, "model"); found {
+		_ = json.Unmarshal(v, &req.model)
+	}
+	req.body = without(raw, ms, func(k, v []byte) bool {
+		if isNull(v) {
+			return true
+		}
+		if keyIs(k, "background") {
+			return bytes.Equal(v, []byte("false")) || req.background
+		}
+		return false
+	})
+	return req
+}
+
+// oneShot answers a request without "stream": true with the pool's one reply.
+func (g *Gateway) oneShot(ctx context.Context, w http.ResponseWriter, req request, hdr nats.Header) outcome {
+	reply, err := g.cl.Generate(ctx, req.body, hdr)
+	if err != nil {
+		a := fromPool(err, g.cfg.RequestTimeout, g.cfg.LongWait)
+		a.write(w)
+		return failed(a)
+	}
+	writeJSON(w, http.StatusOK, withoutNullError(reply.Response))
+	return ok(http.StatusOK)
+}
+
+// withoutNullError drops a top-level "error": null (a completed response carries one). It is
+// harmless in a one-shot reply, but openai-go fails a stream on any event with a top-level
+// "error" key, null or not, so the gateway sends none anywhere but in errors.
+func withoutNullError(b []byte) []byte {
+	if !bytes.Contains(b, []byte(`"error"`)) {
+		return b
+	}
+	ms, isObj := members(b)
+	if !isObj {
+		return b
+	}
+	return without(b, ms, func(k, v []byte) bool { return keyIs(k, "error") && isNull(v) })
+}
+
+// stream answers a "stream": true request with server-sent events, as they arrive from the pool.
+func (g *Gateway) stream(ctx context.Context, w http.ResponseWriter, req request, hdr nats.Header) outcome {
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	// Client.Stream calls fn on its own goroutine; the handler alone writes to w, so one select
+	// can interleave events, keep-alives and the end.
+	events := make(chan []byte)
+	end := make(chan error, 1)
+	go func() {
+		_, err := g.cl.Stream(sctx, req.body, hdr, func(ev []byte) error {
+			select {
+			case events <- ev:
+				return nil
+			case <-sctx.Done():
+				return sctx.Err()
+			}
+		})
+		end <- err
+	}()
+	sw := newSSE(w)
+	keepAlive := time.NewTimer(g.cfg.KeepAlive)
+	defer keepAlive.Stop()
+	var writeErr error
+	for {
+		select {
+		case ev := <-events:
+			typ, ev, isError := inspectEvent(ev)
+			if isError || writeErr != nil {
+				// An origin "error" event: the pool's error message follows and is what the client
+				// gets (as a status if nothing was sent yet). Forwarding this one would make the
+				// SDKs fail on it before the real status could be sent. (Or the client is gone and
+				// the stream is being cancelled.)
+				continue
+			}
+			if writeErr = sw.event(typ, ev); writeErr != nil {
+				cancel()
+			}
+			keepAlive.Reset(g.cfg.KeepAlive)
+		case <-keepAlive.C:
+			if writeErr != nil {
+				continue
+			}
+			if writeErr = sw.comment("keep-alive"); writeErr != nil {
+				cancel()
+			}
+			keepAlive.Reset(g.cfg.KeepAlive)
+		case err := <-end:
+			// fn hands over every event before Stream returns, so nothing is left in events.
+			switch {
+			case writeErr != nil:
+				return outcome{status: StatusClientClosed, code: CodeClientClosed, err: writeErr.Error()}
+			case err == nil:
+				return ok(http.StatusOK)
+			}
+			a := fromPool(err, g.cfg.RequestTimeout, g.cfg.LongWait)
+			if !sw.started {
+				a.write(w)
+				return failed(a)
+			}
+			if a.Status != StatusClientClosed {
+				_ = sw.event("error", a.streamFrame())
+			}
+			o := failed(a)
+			o.status = http.StatusOK // what went on the wire; code says what ended it
+			return o
+		}
+	}
+}
+
+// inspectEvent returns the event's type and the event to forward (with a top-level
+// "error": null removed), and reports whether it is an error event (a top-level "error" that is
+// not null).
+func inspectEvent(ev []byte) (typ string, out []byte, isError bool) {
+	typ = fastType(ev)
+	if typ != "" && !bytes.Contains(ev, []byte(`"error"`)) {
+		return typ, ev, false
+	}
+	ms, isObj := members(ev)
+	if !isObj {
+		return typ, ev, false
+	}
+	if v, found := field(ev, ms, "error"); found {
+		if !isNull(v) {
+			return typ, ev, true
+		}
+		ev = without(ev, ms, func(k, v []byte) bool { return keyIs(k, "error") && isNull(v) })
+		ms, _ = members(ev)
+	}
+	if typ == "" {
+		if v, found := field(ev, ms, "type"); found {
+			_ = json.Unmarshal(v, &typ)
+		}
+	}
+	return typ, ev, false
+}
+
+// fastType reads the type of an event that starts with {"type":"...", as the origin's do.
+func fastType(ev []byte) string {
+	const prefix = `{"type":"`
+	if !bytes.HasPrefix(ev, []byte(prefix)) {
+		return ""
+	}
+	rest := ev[len(prefix):]
+	end := bytes.IndexAny(rest, `"\`)
+	if end < 0 || rest[end] != '"' {
+		return ""
+	}
+	return string(rest[:end])
+}
+
+// sse writes server-sent events, flushing each one.
+type sse struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	started bool
+	buf     []byte
+}
+
+func newSSE(w http.ResponseWriter) *sse { return &sse{w: w, rc: http.NewResponseController(w)} }
+
+func (s *sse) start() {
+	if s.started {
+		return
+	}
+	s.started = true
+	h := s.w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
+	s.w.WriteHeader(http.StatusOK)
+}
+
+// event writes "event: typ\ndata: data\n\n". Event JSON with line breaks (only possible as
+// whitespace) is compacted first: a data line cannot hold one.
+func (s *sse) event(typ string, data []byte) error {
+	if bytes.ContainsAny(data, "\r\n") {
+		var c bytes.Buffer
+		if json.Compact(&c, data) == nil {
+			data = c.Bytes()
+		}
+	}
+	s.start()
+	b := s.buf[:0]
+	if typ != "" {
+		b = append(b, "event: "...)
+		b = append(b, typ...)
+		b = append(b, '\n')
+	}
+	b = append(b, "data: "...)
+	b = append(b, data...)
+	b = append(b, "\n\n"...)
+	s.buf = b
+	return s.write(b)
+}
+
+// comment writes ": text\n\n", which every SSE client ignores.
+func (s *sse) comment(text string) error {
+	s.start()
+	return s.write([]byte(": " + text + "\n\n"))
+}
+
+func (s *sse) write(b []byte) error {
+	if _, err := s.w.Write(b); err != nil {
+		return err
+	}
+	return s.rc.Flush()
+}
