@@ -271,7 +271,9 @@ func runFleet(n int, arrivals []time.Duration, o fleetOpts) fleetResult {
 		span = max(span, at)
 		var late time.Duration // on its way to the gate
 		if !o.ideal {
+			rmu.Lock()
 			late = time.Duration(rnd.Int64N(int64(10 * time.Millisecond)))
+			rmu.Unlock()
 		}
 		wg.Go(func() {
 			time.Sleep(at + late)
