@@ -204,7 +204,7 @@ func earlier(a, b time.Time) time.Time {
 // and that part is below one upgrade, the window's slots go one each to the busy gates in id
 // order, so that a fleet in slow start has about a window in flight rather than one upgrade per
 // gate. A burst reaches every gate at once, before any has heard of the others' callers: for its
-// first ReportInterval/20 after it became busy, a gate counts the peers that it has not
+// first ReportInterval/10 after it became busy, a gate counts the peers that it has not
 // heard from since as busy too. A gate left out still gets a start after a ReportInterval
 // without one (or since it became busy), so peers can delay its starts but never stop them. It is
 // 0 only in that case.
@@ -227,7 +227,7 @@ func (a *adaptive) limit(now time.Time) int {
 }
 
 // listen is how long a gate that just became busy doubts that its peers are idle.
-func (a *adaptive) listen() time.Duration { return a.cfg.ReportInterval / 20 }
+func (a *adaptive) listen() time.Duration { return a.cfg.ReportInterval / 10 }
 
 // tryGrant grants a start at now if the window and the spacing allow it.
 func (a *adaptive) tryGrant(now time.Time) (grant, bool) {

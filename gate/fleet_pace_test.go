@@ -164,9 +164,9 @@ func TestFleetBurstListens(t *testing.T) {
 		want   time.Duration
 	}{
 		{"no peers: at once", 0, 0, 0},
-		// Three peers with lower ids, last heard idle: for 5ms they may be busy with the same
+		// Three peers with lower ids, last heard idle: for 10ms they may be busy with the same
 		// burst, and with a window of 2 this gate (rank 3) waits; then it knows they are idle.
-		{"idle peers: after listening", 3, 0, interval / 20},
+		{"idle peers: after listening", 3, 0, interval / 10},
 		// Busy peers with lower ids take the window's two slots: a start after an interval.
 		{"busy peers: its turn", 3, 2, interval},
 	}
