@@ -173,8 +173,9 @@ func TestClosedOneProberAtTheWidestSpacing(t *testing.T) {
 				t.Errorf("prober: %v", err)
 				return
 			}
-			probed <- time.Since(t0)
-			p.Succeeded()
+			at := time.Since(t0)
+			p.Succeeded() // before the report, so that the gate is open when the test looks
+			probed <- at
 		}()
 		synctest.Wait()
 		if _, err := g.Wait(t.Context()); err != ErrClosed {
