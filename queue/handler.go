@@ -70,12 +70,12 @@ func (s *Service) handle(req micro.Request) {
 
 	s.drainMu.RLock()
 	draining := s.draining
-	ok := !draining && (s.tryAcquire() || s.stealPullSlot())
+	ok := !draining && s.acquire()
 	if ok {
 		deadline := received.Add(timeout)
 		ok = s.goTrack(func() { s.run(r, reply, deadline, received) })
 		if !ok {
-			<-s.slot
+			s.release()
 		}
 	}
 	if ok {
@@ -83,6 +83,31 @@ func (s *Service) handle(req micro.Request) {
 		return
 	}
 	s.handBack(req, hdr, reply, id, draining) // releases drainMu
+}
+
+// acquire takes an in-flight slot for a request without blocking: a free one, or the one the
+// jobs pull loop holds while it waits for a job. Under pullMu, the loop holds a slot only in the
+// stealable state while it waits, so a request never finds every slot taken by a loop that has
+// reserved one but not yet said so.
+func (s *Service) acquire() bool {
+	if s.tryAcquire() {
+		return true
+	}
+	if s.jobs == nil {
+		return false
+	}
+	s.pullMu.Lock()
+	defer s.pullMu.Unlock()
+	return s.tryAcquire() || s.stealPullSlot()
+}
+
+// release frees an in-flight slot and wakes the jobs pull loop if it waits for one.
+func (s *Service) release() {
+	<-s.slot
+	select {
+	case s.freed <- struct{}{}:
+	default:
+	}
 }
 
 // tryAcquire takes an in-flight slot without blocking.

@@ -55,29 +55,27 @@ const maxPullBatch = 32
 func (s *Service) pullJobs(stop <-chan struct{}) {
 	backlog := false
 	for {
-		select {
-		case s.slot <- struct{}{}:
-		case <-stop:
-			return
-		}
 		if backlog {
+			select {
+			case s.slot <- struct{}{}:
+			case <-stop:
+				return
+			}
 			n := 1
 			for n < maxPullBatch && s.tryAcquire() {
 				n++
 			}
 			got := s.pullBatch(n, stop)
 			for range n - got {
-				<-s.slot
+				s.release()
 			}
 			if got > 0 {
 				continue
 			}
 			backlog = false
-			select {
-			case s.slot <- struct{}{}:
-			case <-stop:
-				return
-			}
+		}
+		if !s.reserve(stop) {
+			return
 		}
 		msg, stolen, err := s.waitForJob()
 		if stolen {
@@ -93,7 +91,7 @@ func (s *Service) pullJobs(stop <-chan struct{}) {
 			return
 		}
 		if err != nil {
-			<-s.slot
+			s.release()
 			if !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
 				s.log.Warn("jobs: pull failed; retrying", "error", err)
 				select {
@@ -118,13 +116,43 @@ const (
 	pullStolen
 )
 
-// waitForJob waits up to FetchWait for one job in the slot the caller holds. stolen reports that
-// a request took the slot meanwhile (the caller no longer holds it).
+// reserve takes a slot for the pull loop to wait for a job in, waiting until one is free, and
+// marks it stealable in the same step (under pullMu, as acquire looks). It reports false when
+// stop closes first.
+func (s *Service) reserve(stop <-chan struct{}) bool {
+	for {
+		s.pullMu.Lock()
+		ok := s.tryAcquire()
+		if ok {
+			s.pullState.Store(pullWaiting)
+		}
+		s.pullMu.Unlock()
+		if ok {
+			return true
+		}
+		select {
+		case <-s.freed:
+		case <-stop:
+			return false
+		}
+	}
+}
+
+// waitForJob waits up to FetchWait for one job in the slot reserve took. stolen reports that a
+// request took the slot meanwhile (the caller no longer holds it).
 func (s *Service) waitForJob() (jetstream.Msg, bool, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.jobs.cfg.FetchWait)
 	defer cancel()
 	s.pullCancel.Store(&cancel)
-	s.pullState.Store(pullWaiting)
+	if s.pullState.Load() == pullStolen {
+		// Taken before the wait could be cancelled: do not ask at all. (A pull request sent with
+		// a cancelled context still reaches the server, and a job it delivers before the
+		// unsubscribe lands in a buffer nobody reads, to come back only after AckWait. A
+		// cancelled wait has the same hazard in the instant a job arrives: rare, and the job
+		// is late, not lost.)
+		s.pullState.Store(pullIdle)
+		return nil, true, nil
+	}
 	msg, err := s.jobs.consumer.Next(jetstream.FetchContext(ctx))
 	if !s.pullState.CompareAndSwap(pullWaiting, pullIdle) {
 		s.pullState.Store(pullIdle)
@@ -174,7 +202,7 @@ func (s *Service) stopping(stop <-chan struct{}, msg jetstream.Msg) bool {
 			_ = msg.Nak()
 			s.jst.released.Add(1)
 		}
-		<-s.slot
+		s.release()
 		return true
 	default:
 		return false
@@ -189,7 +217,7 @@ func (s *Service) startJob(msg jetstream.Msg) {
 		s.jst.running.Add(-1)
 		_ = msg.Nak()
 		s.jst.released.Add(1)
-		<-s.slot
+		s.release()
 	}
 }
 
@@ -202,7 +230,7 @@ func (s *Service) runJob(msg jetstream.Msg) {
 		if held {
 			held = false
 			s.jst.running.Add(-1)
-			<-s.slot
+			s.release()
 		}
 	}
 	defer free()

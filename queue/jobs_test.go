@@ -97,6 +97,9 @@ func TestJobResultReplyAndAck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := nc.Flush(); err != nil { // the server has the subscription before another connection's job
+		t.Fatal(err)
+	}
 
 	j := submit(t, c, goodRequest, client.SubmitOptions{ID: "job-1", ReplyTo: "job.replies", RequestID: "rid-9"})
 	r, err := waitResult(t, c, j.ID)
@@ -226,6 +229,9 @@ func TestJobInvalidIDTerminated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := nc.Flush(); err != nil { // the server has the subscription before another connection's job
+		t.Fatal(err)
+	}
 	js, _ := jetstream.New(nc)
 	m := &nats.Msg{Subject: "codex.jobs.submit", Data: []byte(goodRequest), Header: nats.Header{
 		schemas.HeaderMsgID: {"has spaces/and.dots"}, schemas.HeaderReplyTo: {"bad.id.replies"},
@@ -270,6 +276,9 @@ func TestJobStreamedToReplyTo(t *testing.T) {
 	nc := connect(t, ns)
 	sub, err := nc.SubscribeSync("stream.replies")
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil { // the server has the subscription before another connection's job
 		t.Fatal(err)
 	}
 	submit(t, c, `{"input":"Say hello","stream":true}`, client.SubmitOptions{ID: "s1", ReplyTo: "stream.replies"})
@@ -511,6 +520,9 @@ func TestJobWithResultAnswersAStreamListener(t *testing.T) {
 	}
 	sub, err := nc.SubscribeSync("stored.replies")
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil { // the server has the subscription before another connection's job
 		t.Fatal(err)
 	}
 	submit(t, jobClient(t, ns), `{"input":"x","stream":true}`, client.SubmitOptions{ID: "done-stream", ReplyTo: "stored.replies"})

@@ -85,6 +85,11 @@ type Service struct {
 	log  *slog.Logger
 	svc  micro.Service
 	slot chan struct{} // one token per running generation
+	// freed wakes the jobs pull loop when a slot is released (see reserve).
+	freed chan struct{}
+	// pullMu makes the pull loop's reservation of a slot and its stealable state one step
+	// for a request that finds every slot taken (see acquire).
+	pullMu sync.Mutex
 
 	base   context.Context // parent of every generation; cancelled when the grace runs out
 	cancel context.CancelCauseFunc
@@ -170,6 +175,7 @@ func NewService(nc *nats.Conn, cfg Config, gen Generator) (*Service, error) {
 		gen:     gen,
 		log:     cfg.Logger.With("component", "queue", "worker", cfg.WorkerID),
 		slot:    make(chan struct{}, cfg.MaxInflight),
+		freed:   make(chan struct{}, 1),
 		stopped: make(chan struct{}),
 	}
 	s.st.errors = make(map[schemas.Code]uint64)

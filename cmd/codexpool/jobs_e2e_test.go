@@ -291,6 +291,9 @@ func TestE2EJobsPermissions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := nc.Flush(); err != nil { // the server has the subscription before another connection's job
+		t.Fatal(err)
+	}
 	if _, err := c.client.Submit(ctxT(t, 10*time.Second), request("secure job", nil), client.SubmitOptions{ID: "sec-1", ReplyTo: "replies.one"}); err != nil {
 		t.Fatal(err)
 	}
