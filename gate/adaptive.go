@@ -56,8 +56,10 @@ type adaptive struct {
 	proposal  time.Duration // this gate's own value for it
 	streak    int           // paced successes (here and at the peers) towards the next relaxation step
 	relaxedAt time.Time     // the last relaxation step
-	slotted   bool          // the next start takes its slot after the last reaction (see rephase)
+	slotted   bool          // the next start takes its slot after the fleet's first reaction (see rephase)
 	slotRank  int           // ...the slotRank+1-th spacing after it
+	slotAt    time.Time     // ...made at slotAt
+	announce  bool          // a start to tell the peers of in the next signal (the fleet is paced)
 	busyAt    time.Time     // when the last caller came to an idle gate (nothing queued or in flight)
 	widenedAt time.Time     // the last reaction: rejections of attempts started before it are not news
 	epoch     uint64        // reactions so far, this gate's and those adopted from peers
@@ -139,16 +141,21 @@ func (a *adaptive) earliest(now time.Time) time.Time {
 			return later(a.hold, f.peerHold)
 		}
 		if a.spacing > 0 && a.livePeers(now) > 0 {
-			// Peers delay a start by at most a spacing beyond this gate's own pace.
-			limit := later(a.last, a.busyAt).Add(own + a.spacing)
+			// Peers delay a start by at most a spacing per gate (theirs and this one's), and at
+			// most the widest spacing, beyond this gate's own pace: wide enough that the gates of
+			// a busy fleet wait for their turns (gates held alike and released alike by a
+			// tighter bound would start together), and a hostile peer can at most halve this
+			// gate's rate.
+			limit := later(a.last, a.busyAt).Add(own + min(time.Duration(a.livePeers(now)+1)*a.spacing, a.widest()))
 			if a.slotted {
 				// The slot after the fleet's first reaction (see rephase), instead of the own
 				// pace: sooner, or later.
-				t = later(later(a.hold, f.peerHold), earlier(a.widenedAt.Add(min(time.Duration(a.slotRank+1)*a.spacing, own)), limit))
+				t = later(later(a.hold, f.peerHold), earlier(a.slotAt.Add(min(time.Duration(a.slotRank+1)*a.spacing, own)), limit))
 			}
 			if !f.peerStartAt.IsZero() {
-				// The fleet's pace: a spacing after the last start heard of anywhere in the fleet.
-				t = later(t, earlier(f.peerStartAt.Add(a.spacing), limit))
+				// The fleet's pace: a spacing after the last start heard of anywhere in the fleet,
+				// and this gate's turn after the gate that made it (see stagger).
+				t = later(t, earlier(f.peerStartAt.Add(a.spacing+a.stagger(now)), limit))
 			}
 		}
 	}
@@ -240,6 +247,12 @@ func (a *adaptive) tryGrant(now time.Time) (grant, bool) {
 	a.inflight++
 	a.last = now
 	a.slotted = false
+	if a.spacing > 0 && a.f != nil && a.f.live > 0 {
+		// Paced, the peers count this start in the fleet's pace: they should hear of it now,
+		// not when its handshake ends.
+		a.announce = true
+		a.notify()
+	}
 	return grant{start: now, id: a.slots.push(now)}, true
 }
 
@@ -579,6 +592,7 @@ func (a *adaptive) react(now time.Time) {
 func (a *adaptive) rephase(now time.Time) {
 	a.slotted = a.spacing > 0 && a.livePeers(now) > 0
 	if a.slotted {
+		a.slotAt = now
 		a.slotRank = a.f.rank(now, a.cfg.ReportInterval, time.Time{})
 	}
 }

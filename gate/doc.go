@@ -91,8 +91,9 @@
 // A Signal carries the gate's random id, a sequence number, its reaction epoch, its totals of
 // accepted and refused upgrades, those accepted in the last RateWindow, its demand (callers
 // queued plus upgrades in flight), the fleet spacing it proposes, the rest of a Retry-After, the
-// wait it expects for a new caller, and whether it sees a closed origin. Durations are relative
-// and counts are totals, so no two clocks are compared and a lost signal costs only time.
+// wait it expects for a new caller, whether it sees a closed origin, and whether it started an
+// upgrade since its last signal (sent only while paced). Durations are relative and counts are
+// totals, so no two clocks are compared and a lost signal costs only time.
 //
 // From its live peers a gate knows the fleet's picture, and paces by it:
 //
@@ -110,12 +111,19 @@
 //     equal share among busy gates was measured too: for 8 gates, a 60-burst took 15.2s
 //     instead of 11.5s and sustained load had a 47s p95 instead of 37.5s, since a gate with few
 //     requests kept a rate its requests did not need.) No gate starts within one fleet spacing
-//     of the last start it heard of (an acceptance is urgent news while the fleet is paced), so
-//     gates freed by the same news do not all start at once. When the fleet first becomes paced
-//     (its gates all started within moments, in slow start), each gate takes the slot rank+1
-//     spacings after the reaction (rank: its place among the busy gates by id) for its next
-//     start instead of its own pace: left in step, they would all start together again an own
-//     spacing later.
+//     of the last start it heard of: while the fleet is paced, a gate announces each start in a
+//     signal sent at once, not when its handshake ends. Gates that the same news frees take
+//     turns: each waits ReportInterval/32 (3ms) more for every busy peer between the gate that
+//     started and itself in id order (wrapping), so the first one's start, announced, holds the
+//     others for another spacing. Peers delay a start by at most a spacing per gate, and at
+//     most Max, beyond the gate's own pace. (Measured with 8 worker processes: gates freed by
+//     the same news, or by the earlier bound of one spacing beyond their own pace, started
+//     within a millisecond of each other and all but one were refused; that was about half the
+//     refusals of a 60-burst after its first second.) When the fleet first becomes paced (its
+//     gates all started within moments, in slow start), each gate takes the slot rank+1
+//     spacings after that first reaction (rank: its place among the busy gates by id) for its
+//     next start instead of its own pace: left in step, they would all start together again an
+//     own spacing later.
 //   - Reactions have epochs, a Lamport clock: a gate's rejection widens only if its attempt
 //     started in the gate's current epoch, and a widening bumps the epoch; a signal with a
 //     higher epoch is a peer's reaction, applied once (window halved, spacing backed off, never
@@ -158,8 +166,9 @@
 // spacing never exceeds max(Max, Floor) whatever demand it claims; it can trigger at most one
 // reaction per interval; its claimed acceptances at most double the window per signal, and relax
 // the spacing at most one step per RelaxRun half-spacings; its proposed spacing is one vote in a
-// median; the slot order, the fleet's pace and the slots after a reaction delay a start by at most
-// an interval or a spacing; peers alone cannot close a gate, a claimed closed origin gets one
+// median; the slot order and the slots after a reaction delay a start by at most an interval or
+// a spacing, the fleet's pace and the turns by at most min(peers+1 spacings, Max) beyond its own
+// pace; peers alone cannot close a gate, a claimed closed origin gets one
 // unpaced start per Max, and they push its probes at most (peers+1)·Max after its own refusal. So
 // Wait never blocks forever on a signal. Snapshot counts what was applied and what was dropped.
 //

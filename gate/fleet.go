@@ -18,6 +18,7 @@ const (
 	peerLive        = 3             // report intervals of silence after which a peer no longer counts
 	peerBurst       = 30            // signals per report interval applied from one peer; the rest are dropped
 	settleIntervals = 2             // report intervals after a reaction in which peers' late news refines it
+	staggerSteps    = 32            // a gate's turn after the last start comes ReportInterval/staggerSteps after the one before it
 	maxSent         = peerBurst - 1 // signals NextSignal makes per report interval at most, within what peers apply
 	filterBits      = 1 << 16       // per generation: 10,000 random ids a second pass it ~13 times a second
 	filterHashes    = 3
@@ -48,7 +49,8 @@ type fleet struct {
 	peerRefusedAt time.Time // the last refusal a peer reported
 	peerClosedAt  time.Time // the last signal of a peer that sees a closed origin
 	confirmedAt   time.Time // the last start that confirmed a peer's closed origin (see confirms)
-	peerStartAt   time.Time // when a peer's last reported upgrade (accepted or refused) was heard of
+	peerStartAt   time.Time // when a peer's last start (announced, or its outcome) was heard of
+	peerStarter   uint64    // ...and that peer's id
 	adoptedAt     time.Time // the last reaction adopted from a peer
 	peerHold      time.Time // no start before this, from a peer's Retry-After
 	peerHoldRun   time.Time // when the current run of peer holds began
@@ -66,7 +68,8 @@ type peer struct {
 	trusted bool
 	quota   int // signals applied in the interval that began at quotaAt
 	quotaAt time.Time
-	sig     Signal // the last one applied
+	sig     Signal    // the last one applied
+	started time.Time // the last signal that announced a start
 }
 
 func newFleet() *fleet {
@@ -168,6 +171,32 @@ func (f *fleet) rank(now time.Time, interval time.Duration, doubt time.Time) int
 		}
 	}
 	return n
+}
+
+// stagger is this gate's turn after the last start heard of in the fleet: ReportInterval/staggerSteps for every
+// busy live peer after the gate that made it and before this one, in id order (wrapping). Gates
+// that the same news frees (their own pace let them start sooner) would otherwise all start at
+// once, a spacing after it, and all but one be refused; so they go in turn, each a step after
+// the one before it, and the first one's start, announced at once, holds the others for another
+// spacing.
+func (a *adaptive) stagger(now time.Time) time.Duration {
+	f := a.f
+	n := 0
+	for i := range f.peers {
+		p := &f.peers[i]
+		if p.trusted && p.sig.Demand > 0 && p.id != f.peerStarter && now.Sub(p.heard) < peerLive*a.cfg.ReportInterval && between(f.peerStarter, p.id, f.id) {
+			n++
+		}
+	}
+	return time.Duration(n) * (a.cfg.ReportInterval / staggerSteps)
+}
+
+// between reports whether x comes after from and before to, in ascending order wrapping around.
+func between(from, x, to uint64) bool {
+	if from < to {
+		return from < x && x < to
+	}
+	return x > from || x < to
 }
 
 // share is this gate's part of the fleet's rate: its demand over the fleet's (1 without peers).
@@ -319,6 +348,13 @@ func (a *adaptive) observe(s Signal, now time.Time) {
 	}
 	f.applied++
 	a.refresh(now)
+	if s.Started || (s.Accepted > prev.Accepted || s.Rejected > prev.Rejected) && now.Sub(p.started) >= c.ReportInterval {
+		// A start, announced; or (from a peer that does not announce them) its outcome.
+		f.peerStartAt, f.peerStarter = now, s.Gate
+	}
+	if s.Started {
+		p.started = now
+	}
 	a.apply(s, prev, now)
 }
 
@@ -327,9 +363,6 @@ func (a *adaptive) observe(s Signal, now time.Time) {
 func (a *adaptive) apply(s, prev Signal, now time.Time) {
 	c := &a.cfg
 	f := a.f
-	if s.Accepted > prev.Accepted || s.Rejected > prev.Rejected {
-		f.peerStartAt = now
-	}
 	if s.Accepted > prev.Accepted {
 		a.acceptedByFleet()
 		// The window is the fleet's: the peers' acceptances grow it too (at most doubling it
@@ -401,6 +434,8 @@ func (a *adaptive) nextSignal(now time.Time) (Signal, bool) {
 	a.expire(now)
 	f.seq++
 	f.sentDemand = len(a.queue) + a.inflight
+	started := a.announce
+	a.announce = false
 	return Signal{
 		Gate:       f.id,
 		Seq:        f.seq,
@@ -413,6 +448,7 @@ func (a *adaptive) nextSignal(now time.Time) (Signal, bool) {
 		RetryAfter: min(max(a.retryHold.Sub(now), 0), maxSignalDuration),
 		Wait:       min(a.estimate(now), maxSignalDuration),
 		Closed:     a.closed,
+		Started:    started,
 	}, true
 }
 
@@ -529,9 +565,9 @@ func (g *Gate) NextSignalDelay() time.Duration {
 }
 
 // Pending returns a channel that receives a value when the gate has news its peers should hear
-// before the next tick: a rejection, an acceptance while the fleet is paced, a closed origin or its
-// reopening, a burst (twice the demand it last told them of). Notifications coalesce (the channel holds one). Outside Adaptive mode it returns
-// nil, which never fires.
+// before the next tick: a rejection, a start or an acceptance while the fleet is paced, a closed
+// origin or its reopening, a burst (twice the demand it last told them of). Notifications
+// coalesce (the channel holds one). Outside Adaptive mode it returns nil, which never fires.
 func (g *Gate) Pending() <-chan struct{} {
 	a, ok := g.controller().(*adaptive)
 	if !ok {

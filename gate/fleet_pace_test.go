@@ -264,3 +264,49 @@ func TestFleetConfirmsAPeersClosedOrigin(t *testing.T) {
 		}
 	})
 }
+
+func TestFleetTurnsAfterAStart(t *testing.T) {
+	step := interval / staggerSteps
+	tests := []struct {
+		name    string
+		starter uint64 // the peer whose start is heard
+		turn    int    // busy gates between it and this one (id 30), in id order
+	}{
+		{"next in turn", 20, 0},
+		{"one gate between", 10, 1},
+		{"around the ring", 40, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				g := New(Config{})
+				g.ctl.(*adaptive).fleet().id = 30
+				peers := map[uint64]*fakePeer{10: newFakePeer(10), 20: newFakePeer(20), 40: newFakePeer(40)}
+				for _, p := range peers {
+					trust(t, g, p)
+				}
+				busy := func(s *Signal) { s.Demand, s.Started = 1, false }
+				stop := keepAlive(g, busy, peers[10], peers[20], peers[40])
+				defer stop()
+				reject(t, g, 1) // paced: 1s for the fleet, 4s for this gate (a share of 1/4)
+				time.Sleep(5 * time.Second)
+				// Its own pace would let it start now; a peer's start, announced, holds it a
+				// spacing, and its turn after that peer's.
+				g.Observe(peers[tt.starter].next(func(s *Signal) { busy(s); s.Started = true }))
+				heard := time.Now()
+				pm, at := take(t, g, heard)
+				if want := time.Second + time.Duration(tt.turn)*step; at != want {
+					t.Errorf("start %v after the news, want %v (a spacing, then %d turns of %v)", at, want, tt.turn, step)
+				}
+				// Its own start, paced, is news for the next signal, and only for it.
+				if s, _ := g.NextSignal(); !s.Started {
+					t.Error("the signal after a paced start does not announce it")
+				}
+				if s, _ := g.NextSignal(); s.Started {
+					t.Error("the signal after that announces it again")
+				}
+				pm.Succeeded()
+			})
+		})
+	}
+}

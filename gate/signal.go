@@ -28,6 +28,7 @@ type Signal struct {
 	RetryAfter time.Duration // the gate holds every start back this long (Retry-After); 0: none
 	Wait       time.Duration // how long a new caller would wait at the gate, as it estimates it
 	Closed     bool          // the gate sees a closed origin (see ErrClosed)
+	Started    bool          // the gate started an upgrade since its previous signal (sent while the fleet is paced)
 }
 
 // Signal encoding, version 1: fixed-size, big-endian.
@@ -38,6 +39,8 @@ const (
 	signalVersion = 1
 	signalSize    = 62
 	flagClosed    = 1 << 0
+	flagStarted   = 1 << 1
+	knownFlags    = flagClosed | flagStarted
 
 	maxSignalCount    = 1 << 62   // Seq, Accepted, Rejected
 	maxSignalEpoch    = 1 << 48   // a gate widens a few times a second at most: centuries
@@ -91,6 +94,9 @@ func (s Signal) AppendBinary(b []byte) ([]byte, error) {
 	if s.Closed {
 		flags |= flagClosed
 	}
+	if s.Started {
+		flags |= flagStarted
+	}
 	b = append(b, signalVersion, flags)
 	b = binary.BigEndian.AppendUint64(b, s.Gate)
 	b = binary.BigEndian.AppendUint64(b, s.Seq)
@@ -133,7 +139,7 @@ func ParseSignal(b []byte) (Signal, error) {
 	if len(b) != signalSize {
 		return Signal{}, signalError("%d bytes, want %d", len(b), signalSize)
 	}
-	if b[1]&^flagClosed != 0 {
+	if b[1]&^knownFlags != 0 {
 		return Signal{}, signalError("unknown flags %#x", b[1])
 	}
 	be := binary.BigEndian
@@ -160,6 +166,7 @@ func ParseSignal(b []byte) (Signal, error) {
 		RetryAfter: time.Duration(retryAfter) * signalTimeUnit,
 		Wait:       time.Duration(wait) * signalTimeUnit,
 		Closed:     b[1]&flagClosed != 0,
+		Started:    b[1]&flagStarted != 0,
 	}
 	if err := s.validate(); err != nil {
 		return Signal{}, err

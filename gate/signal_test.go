@@ -10,7 +10,7 @@ import (
 // validSignal has every field set, within range.
 func validSignal() Signal {
 	return Signal{Gate: 0x0123456789abcdef, Seq: 42, Epoch: 7, Accepted: 1000, Rejected: 12, Recent: 5,
-		Demand: 17, Spacing: 1600 * time.Millisecond, RetryAfter: 3 * time.Second, Wait: 2500 * time.Millisecond, Closed: true}
+		Demand: 17, Spacing: 1600 * time.Millisecond, RetryAfter: 3 * time.Second, Wait: 2500 * time.Millisecond, Closed: true, Started: true}
 }
 
 func TestSignalRoundTrip(t *testing.T) {
@@ -68,7 +68,7 @@ func TestParseSignalRejects(t *testing.T) {
 		{"version 2", put(0, 2)},
 		{"short", good[:signalSize-1]},
 		{"long", append(bytes.Clone(good), 0)},
-		{"unknown flag", put(1, 0x02)},
+		{"unknown flag", put(1, 0x04)},
 		{"gate 0", put(2, zeros...)},
 		{"seq 0", put(10, zeros...)},
 		{"seq too large", put(10, ones...)},
