@@ -176,9 +176,9 @@
 // handshakes, requests spread at random, an in-memory bus with ~1ms latency, in the world of the
 // bench with worker processes: gates linked 250ms before the load, requests, signals and
 // handshakes with the delays measured there; mean of 10 runs, req/s as the bench counts it): a
-// 60-burst on 4 gates takes 11.6s with 11.9% of attempts rejected (on their own: 18.0s, 17.1%,
-// 56 of 60 served), on 8 gates 11.9s with 11.2% (on their own only 44 of 60 succeed within the
-// budget); 10 req/s for 30s serves 4.96 req/s through 4 gates and 4.83 through 8, with 6-7%
+// 60-burst on 4 gates takes 11.4s with 8.8% of attempts rejected (on their own: 18.0s, 17.1%,
+// 56 of 60 served), on 8 gates 11.6s with 8.8% (on their own only 44 of 60 succeed within the
+// budget); 10 req/s for 30s serves 4.97 req/s through 4 gates and 4.93 through 8, with 5-6%
 // rejected (on their own 3.7 req/s, and 8 gates fail 26 of 300 requests). In that world the
 // previous rules (no median, doubling slow start, trust after 300ms) took 15.4s for the 4-gate
 // burst with 18.1% rejected, rejected 24.8% on 8 gates, and served 4.25 req/s through 8: what the
@@ -190,11 +190,12 @@
 // triggered it; under sustained load its effect on the p95 changed sign from one set of runs to
 // the next): demand-weighted shares already serve requests at about one rate wherever they queue.
 //
-// Measured with `codexpool bench` (worker processes, real NATS, a 2-core machine; 9 runs of the
-// final rules), a 60-burst took 12.1-12.9s with 4-9 of ~67 attempts refused on 4 workers and
-// 12.3-13.7s with 6-11 on 8 (before: 12.1-13.1s with 11-15 and 12.3-13.0s with 18-23, and
-// runs of 38.9s and 42s whose requests ran out of budget); 10 req/s for 30s served 4.8-5.0 req/s
-// with 6-8% refused.
+// Measured with `codexpool bench` (worker processes, real NATS, a 2-core machine; 10 runs of
+// the final rules), a 60-burst took 12.0-12.4s with 5-7 of ~66 attempts refused on 8 workers,
+// and (6 runs) 12.0-12.4s with 4-7 on 4 workers. Before the turns and announced starts: 12.3-13.7s
+// with 6-11 and 12.1-12.9s with 4-9; before the median and the gentler slow start: 12.3-13.0s
+// with 18-23 on 8 and 12.1-13.1s with 11-15 on 4, and runs of 38.9s and 42s whose requests ran
+// out of budget. 10 req/s for 30s served 4.9-5.0 req/s with 5-6% refused.
 //
 // # Why the defaults are what they are
 //

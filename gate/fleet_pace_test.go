@@ -286,16 +286,38 @@ func TestFleetTurnsAfterAStart(t *testing.T) {
 					trust(t, g, p)
 				}
 				busy := func(s *Signal) { s.Demand, s.Started = 1, false }
-				stop := keepAlive(g, busy, peers[10], peers[20], peers[40])
-				defer stop()
+				alive := func() { // the peers stay live and busy (signalled from this goroutine only)
+					for _, p := range peers {
+						g.Observe(p.next(busy))
+					}
+				}
 				reject(t, g, 1) // paced: 1s for the fleet, 4s for this gate (a share of 1/4)
-				time.Sleep(5 * time.Second)
+				for range 50 {
+					time.Sleep(interval)
+					alive()
+				}
 				// Its own pace would let it start now; a peer's start, announced, holds it a
 				// spacing, and its turn after that peer's.
 				g.Observe(peers[tt.starter].next(func(s *Signal) { busy(s); s.Started = true }))
 				heard := time.Now()
-				pm, at := take(t, g, heard)
-				if want := time.Second + time.Duration(tt.turn)*step; at != want {
+				started := make(chan Permit)
+				go func() {
+					pm, err := g.Wait(t.Context())
+					if err != nil {
+						t.Errorf("Wait: %v", err)
+					}
+					started <- pm
+				}()
+				var pm Permit
+				for wait := true; wait; {
+					select {
+					case pm = <-started:
+						wait = false
+					case <-time.After(interval):
+						alive()
+					}
+				}
+				if at, want := time.Since(heard), time.Second+time.Duration(tt.turn)*step; at != want {
 					t.Errorf("start %v after the news, want %v (a spacing, then %d turns of %v)", at, want, tt.turn, step)
 				}
 				// Its own start, paced, is news for the next signal, and only for it.
