@@ -28,7 +28,10 @@ import (
 //     different window, and trusting it would send requests to an exhausted account again.
 //   - When the projection says the next generation could reach the ceiling, the account is on
 //     its last call: it runs one generation at a time, so a worker discovers an exhausted
-//     account with one request, not with every request in flight.
+//     account with one request, not with every request in flight. So it is while generations
+//     completed since the last report and no step is known yet to project them by (a window's
+//     first completions): a burst that met a fresh account with a budget of a few generations
+//     may have spent it already, and the next start's report tells.
 type limitState struct {
 	ceiling float64 // percent, (0, 100]
 
@@ -153,6 +156,12 @@ func (s *limitState) available(now time.Time) availability {
 		step := s.steps[k]
 		projected := w.used + float64(w.since+s.inflight)*step
 		if projected >= s.ceiling-epsilon || (step > 0 && projected+step > s.ceiling+epsilon) {
+			a.lastCall = true
+		}
+		if step == 0 && w.since > 0 {
+			// Generations completed since the report and no step to project them by: what
+			// they used is unknown until the next report (which the next start brings), and a
+			// small window may be spent already.
 			a.lastCall = true
 		}
 		a.headroom = min(a.headroom, max(0, (s.ceiling-projected)/s.ceiling))

@@ -156,3 +156,26 @@ func TestHeadroomIsTheTightestWindow(t *testing.T) {
 		t.Errorf("%d windows, want 2", got)
 	}
 }
+
+// TestLastCallWhileTheStepIsUnknown: completions that no report covers yet, with no step to project
+// them by, put the account on its last call until the next report; a report that shows the step
+// ends it.
+func TestLastCallWhileTheStepIsUnknown(t *testing.T) {
+	s := newLimitState(100)
+	reset := t0.Add(time.Hour)
+	s.observe(report(0, reset), t0, time.Minute)
+	for range 4 { // a burst met the account before any report said what a generation uses
+		s.started()
+	}
+	if av := s.available(t0); av.lastCall {
+		t.Fatalf("nothing completed yet: got %+v, want not the last call", av)
+	}
+	s.finished(true)
+	if av := s.available(t0); !av.lastCall {
+		t.Fatalf("a completion and no step known: got %+v, want the last call", av)
+	}
+	s.observe(report(10, reset), t0, time.Minute) // one completion added 10%
+	if av := s.available(t0); av.lastCall {
+		t.Fatalf("10%% used, 10%% a generation, 3 running: got %+v, want not the last call", av)
+	}
+}
