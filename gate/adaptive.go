@@ -458,11 +458,19 @@ func (a *adaptive) refusedByFleet(now time.Time) {
 		a.firstRefused = now
 	}
 	a.refused++
-	if !a.closed && a.ownRefused && a.refused >= closedRefusals && now.Sub(a.firstRefused) >= closedSpans*a.cfg.RateWindow {
+	if !a.closed && a.ownRefused && a.refused >= closedRefusals && now.Sub(a.firstRefused) >= closedSpans*a.cfg.RateWindow && !a.justCutOff(now) {
 		a.closed = true
 		a.notify()
 		a.wakeAll() // they are answered at once
 	}
+}
+
+// justCutOff reports whether the gate lost its last live peer less than the widest spacing ago.
+// Its refusals then may be the fleet using the limit up, which it no longer hears of (a worker cut
+// off from the transport, still reaching the origin), not a closed origin: it closes only once it
+// has been alone that long.
+func (a *adaptive) justCutOff(now time.Time) bool {
+	return a.livePeers(now) == 0 && a.f != nil && !a.f.lostAt.IsZero() && now.Sub(a.f.lostAt) < a.widest()
 }
 
 // succeeded grows the window and relaxes the spacing, each only while it is what limits, and

@@ -263,3 +263,36 @@ func TestClosedConnectReturnsLast403(t *testing.T) {
 		}
 	})
 }
+
+// TestCutOffGateClosesOnlyOnceAlone: a gate that has just lost its peers (cut off from the
+// transport, still reaching the origin) may be refused because the fleet it no longer hears of
+// uses the limit up; it calls the origin closed only once it has been alone for the widest
+// spacing.
+func TestCutOffGateClosesOnlyOnceAlone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := New(Config{})
+		p := newFakePeer(7)
+		trust(t, g, p)
+		time.Sleep(peerLive * interval) // the peer falls silent: this gate is alone now
+		lost := time.Now()
+		refuse := func() {
+			t.Helper()
+			pm, err := g.Wait(t.Context())
+			if err != nil {
+				t.Fatalf("Wait: %v", err)
+			}
+			pm.Forbidden(0)
+		}
+		for range 4 { // more than enough refusals, over more than two RateWindows, to close
+			refuse()
+		}
+		if s := g.Snapshot(); s.Closed || s.Peers != 0 {
+			t.Fatalf("%v after losing its peer: closed %v, peers %d; want open, alone", time.Since(lost), s.Closed, s.Peers)
+		}
+		time.Sleep(time.Until(lost.Add(DefaultMax)))
+		refuse()
+		if !g.Snapshot().Closed {
+			t.Errorf("alone for %v and refused: not closed, want closed", time.Since(lost))
+		}
+	})
+}

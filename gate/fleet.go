@@ -54,6 +54,7 @@ type fleet struct {
 	adoptedAt     time.Time // the last reaction adopted from a peer
 	peerHold      time.Time // no start before this, from a peer's Retry-After
 	peerHoldRun   time.Time // when the current run of peer holds began
+	lostAt        time.Time // when the last live peer fell silent
 
 	applied, invalid, stale, flooded, unknown int64
 }
@@ -117,6 +118,7 @@ func (a *adaptive) livePeers(now time.Time) int {
 // refresh recomputes the fleet's picture at now.
 func (a *adaptive) refresh(now time.Time) {
 	f := a.f
+	wasLive := f.live > 0
 	f.live, f.peerDemand, f.peerDemand1, f.peerRecent, f.expiresAt = 0, 0, 0, 0, time.Time{}
 	silent := peerLive * a.cfg.ReportInterval
 	for i := range f.peers {
@@ -131,6 +133,9 @@ func (a *adaptive) refresh(now time.Time) {
 		if e := p.heard.Add(silent); f.expiresAt.IsZero() || e.Before(f.expiresAt) {
 			f.expiresAt = e
 		}
+	}
+	if wasLive && f.live == 0 {
+		f.lostAt = now
 	}
 	a.settle(now)
 }
