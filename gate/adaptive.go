@@ -144,8 +144,7 @@ func (a *adaptive) earliest(now time.Time) time.Time {
 			// Peers delay a start by at most a spacing per gate (theirs and this one's), and at
 			// most the widest spacing, beyond this gate's own pace: wide enough that the gates of
 			// a busy fleet wait for their turns (gates held alike and released alike by a
-			// tighter bound would start together), and a hostile peer can at most halve this
-			// gate's rate.
+			// tighter bound would start together), bounded so that no peer can stop this gate.
 			limit := later(a.last, a.busyAt).Add(own + min(time.Duration(a.livePeers(now)+1)*a.spacing, a.widest()))
 			if a.slotted {
 				// The slot after the fleet's first reaction (see rephase), instead of the own

@@ -178,18 +178,18 @@ func (f *fleet) rank(now time.Time, interval time.Duration, doubt time.Time) int
 	return n
 }
 
-// stagger is this gate's turn after the last start heard of in the fleet: ReportInterval/staggerSteps for every
-// busy live peer after the gate that made it and before this one, in id order (wrapping). Gates
-// that the same news frees (their own pace let them start sooner) would otherwise all start at
-// once, a spacing after it, and all but one be refused; so they go in turn, each a step after
-// the one before it, and the first one's start, announced at once, holds the others for another
-// spacing.
+// stagger is this gate's turn after the last start heard of in the fleet: ReportInterval /
+// staggerSteps for every busy live peer after the gate that made it and before this one, in id
+// order (wrapping). Gates that the same news frees (their own pace let them start sooner) would
+// otherwise all start at once, a spacing after it, and all but one be refused; so they go in
+// turn, each a step after the one before it, and the first one's start, announced at once, holds
+// the others for another spacing.
 func (a *adaptive) stagger(now time.Time) time.Duration {
 	f := a.f
 	n := 0
 	for i := range f.peers {
 		p := &f.peers[i]
-		if p.trusted && p.sig.Demand > 0 && p.id != f.peerStarter && now.Sub(p.heard) < peerLive*a.cfg.ReportInterval && between(f.peerStarter, p.id, f.id) {
+		if p.trusted && p.sig.Demand > 0 && now.Sub(p.heard) < peerLive*a.cfg.ReportInterval && between(f.peerStarter, p.id, f.id) {
 			n++
 		}
 	}
