@@ -57,6 +57,7 @@ type choice struct {
 	delay    time.Duration // below startSlack = can start now: an idle pooled socket, or a gate that lets it through
 	share    float64       // headroom per generation in flight after this one: larger is better
 	headroom float64
+	probe    bool // on its last call with nothing running: one generation uses it up, or tells
 }
 
 // startSlack is the resolution at which start delays are compared. Estimates below it are
@@ -69,6 +70,8 @@ func (c choice) better(d choice) bool {
 	switch {
 	case c.delay/startSlack != d.delay/startSlack:
 		return c.delay < d.delay
+	case c.probe != d.probe:
+		return c.probe
 	case c.share != d.share:
 		return c.share > d.share
 	case c.headroom != d.headroom:
@@ -132,7 +135,9 @@ func (r *router) holding() bool { return r.enforce && len(r.accounts) > 1 }
 //     through at once takes no more for now: the generation waits for whichever account frees
 //     up first, instead of queueing behind one gate.
 //  3. A key that an account served last goes to it again, if it can start at once.
-//  4. The account that can start soonest wins; among those, the one with the most headroom per
+//  4. The account that can start soonest wins; among those, one on its last call with nothing
+//     running (its last generation uses it up, or its report corrects a projection that counted
+//     a completion twice, or guessed a step); then the one with the most headroom per
 //     generation in flight (so load spreads, and an account near its limit gets less of it);
 //     then the most headroom; then the order of the configuration.
 //
@@ -157,7 +162,7 @@ func (r *router) pick(now time.Time, key string, tried []*account) (a *account, 
 			}
 			continue
 		}
-		c := choice{a: a, headroom: av.headroom, share: av.headroom / float64(a.lim.inflight+1)}
+		c := choice{a: a, headroom: av.headroom, share: av.headroom / float64(a.lim.inflight+1), probe: av.lastCall}
 		if av.lastCall && a.lim.inflight > 0 {
 			if busy == nil || c.better(*busy) {
 				busy = &c
