@@ -77,3 +77,18 @@ func TestCooldownSurvivesLowUsageHeaders(t *testing.T) {
 		t.Errorf("a completed %d more requests while cooling down, want none", got-completed)
 	}
 }
+
+// TestIdleLastCallGoesFirst: among the accounts that can start at once, one on its last call with
+// nothing running wins over more headroom (its one request uses it up, or its report corrects a
+// projection); one that would start later still loses.
+func TestIdleLastCallGoesFirst(t *testing.T) {
+	last := choice{a: &account{index: 2}, probe: true}
+	open := choice{a: &account{index: 0}, share: 0.5, headroom: 1}
+	if !last.better(open) || open.better(last) {
+		t.Error("an idle account on its last call does not go first")
+	}
+	last.delay = 5 * startSlack
+	if last.better(open) {
+		t.Error("an idle account on its last call that starts later wins")
+	}
+}
