@@ -226,7 +226,7 @@ func (a *adaptive) limit(now time.Time) int {
 	if now.Sub(a.busyAt) < a.listen() {
 		doubt = a.busyAt
 	}
-	if now.Sub(later(a.last, a.busyAt)) >= a.cfg.ReportInterval || a.f.rank(now, a.cfg.ReportInterval, doubt) < a.window {
+	if now.Sub(later(a.last, a.busyAt)) >= a.cfg.ReportInterval || a.f.busyBetween(0, a.f.id, now, a.cfg.ReportInterval, doubt) < a.window {
 		return 1
 	}
 	return 0
@@ -600,7 +600,7 @@ func (a *adaptive) rephase(now time.Time) {
 	a.slotted = a.spacing > 0 && a.livePeers(now) > 0
 	if a.slotted {
 		a.slotAt = now
-		a.slotRank = a.f.rank(now, a.cfg.ReportInterval, time.Time{})
+		a.slotRank = a.f.busyBetween(0, a.f.id, now, a.cfg.ReportInterval, time.Time{})
 	}
 }
 

@@ -165,13 +165,14 @@ func (f *fleet) median(own time.Duration, epoch uint64, now time.Time, silent, l
 	return v[n/2-1] + (v[n/2]-v[n/2-1])/2
 }
 
-// rank is how many live peers with demand have a lower id than this gate; those not heard from
+// busyBetween is how many live peers with demand come after from and before to in id order,
+// wrapping (from 0: every id below to, a gate's rank among the busy gates); those not heard from
 // since doubt count as having demand.
-func (f *fleet) rank(now time.Time, interval time.Duration, doubt time.Time) int {
+func (f *fleet) busyBetween(from, to uint64, now time.Time, interval time.Duration, doubt time.Time) int {
 	n := 0
 	for i := range f.peers {
 		p := &f.peers[i]
-		if p.trusted && p.id < f.id && (p.sig.Demand > 0 || p.heard.Before(doubt)) && now.Sub(p.heard) < peerLive*interval {
+		if p.trusted && between(from, p.id, to) && (p.sig.Demand > 0 || p.heard.Before(doubt)) && now.Sub(p.heard) < peerLive*interval {
 			n++
 		}
 	}
@@ -186,13 +187,7 @@ func (f *fleet) rank(now time.Time, interval time.Duration, doubt time.Time) int
 // the others for another spacing.
 func (a *adaptive) stagger(now time.Time) time.Duration {
 	f := a.f
-	n := 0
-	for i := range f.peers {
-		p := &f.peers[i]
-		if p.trusted && p.sig.Demand > 0 && now.Sub(p.heard) < peerLive*a.cfg.ReportInterval && between(f.peerStarter, p.id, f.id) {
-			n++
-		}
-	}
+	n := f.busyBetween(f.peerStarter, f.id, now, a.cfg.ReportInterval, time.Time{})
 	return time.Duration(n) * (a.cfg.ReportInterval / staggerSteps)
 }
 
