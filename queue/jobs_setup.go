@@ -105,6 +105,40 @@ type jobStore struct {
 	results  jetstream.KeyValue
 }
 
+// Setup waits for a JetStream that is not ready: a cluster still electing the leaders of new
+// replicated assets, or too busy to answer, times out or says it is temporarily unavailable. Each
+// attempt gets setupAttempt, all of them setupPatience; every other error ends the setup at once.
+const (
+	setupAttempt  = 10 * time.Second
+	setupPatience = time.Minute
+	setupPause    = 500 * time.Millisecond
+)
+
+// setupJobsPatiently is setupJobs, tried again (with a warning) while JetStream is not ready.
+func setupJobsPatiently(nc *nats.Conn, cfg JobsConfig, log *slog.Logger) (*jobStore, error) {
+	deadline := time.Now().Add(setupPatience)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), min(setupAttempt, time.Until(deadline)))
+		js, err := setupJobs(ctx, nc, cfg, log)
+		cancel()
+		if err == nil || !notReady(err) || time.Until(deadline) < setupPause {
+			return js, err
+		}
+		log.Warn("jobs: JetStream is not ready; trying again", "error", err, "gives_up_in", time.Until(deadline).Round(time.Second))
+		time.Sleep(setupPause)
+	}
+}
+
+// notReady reports whether err says that JetStream may answer later: a timeout, or "temporarily
+// unavailable" (503), but not "JetStream is not enabled".
+func notReady(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
+		return true
+	}
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.Code == 503 && apiErr.ErrorCode != jetstream.JSErrCodeJetStreamNotEnabled
+}
+
 // setupJobs finds or creates the stream, the durable consumer and the results bucket. What
 // exists is used as it is, never deleted or reconfigured: a setting that differs from what this
 // worker would create is logged as a warning, and one that makes jobs impossible (the stream does

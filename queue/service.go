@@ -227,9 +227,7 @@ func NewService(nc *nats.Conn, cfg Config, gen Generator) (*Service, error) {
 	s.microSubs = nc.NumSubscriptions() - subsBefore - 1 // not the cancel subscription
 	if cfg.Jobs != nil {
 		jcfg := cfg.Jobs.withDefaults()
-		ctx, cancel := context.WithTimeout(context.Background(), jobsSetupTimeout)
-		js, err := setupJobs(ctx, nc, jcfg, s.log)
-		cancel()
+		js, err := setupJobsPatiently(nc, jcfg, s.log)
 		if err != nil {
 			_ = svc.Stop()
 			s.cancel(nil)
@@ -246,9 +244,6 @@ func NewService(nc *nats.Conn, cfg Config, gen Generator) (*Service, error) {
 	}
 	return s, nil
 }
-
-// jobsSetupTimeout bounds finding or creating the stream, consumer and bucket at start.
-const jobsSetupTimeout = 10 * time.Second
 
 // WorkerID returns the id this service answers with in the Codex-Worker header.
 func (s *Service) WorkerID() string { return s.cfg.WorkerID }
