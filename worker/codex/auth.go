@@ -225,8 +225,10 @@ func OpenAuth(cfg AuthConfig) (*Auth, error) {
 	return a, nil
 }
 
-// Close stops watching and refreshing and waits for the Auth's goroutines; a refresh in flight
-// is abandoned. Credentials keeps returning the last tokens. Close is idempotent.
+// Close stops watching and refreshing and waits for the Auth's goroutines. A refresh in flight
+// is finished first (at most RefreshTimeout, then storeTimeout to share its answer): the
+// endpoint may have spent the old refresh token already, and its answer holds the only valid
+// one. Credentials keeps returning the last tokens. Close is idempotent.
 func (a *Auth) Close() error {
 	a.cancel()
 	a.wg.Wait()
@@ -478,6 +480,9 @@ func (a *Auth) refresh(unauthorized bool) {
 		return
 	}
 
+	if a.ctx.Err() != nil {
+		return // closing: no new refresh
+	}
 	unlock, ok, err := tryLockFile(a.lock)
 	if err != nil {
 		a.log.Debug("codex: no lock file beside the auth file; refreshing without it", "error", err)
@@ -509,7 +514,9 @@ func (a *Auth) refresh(unauthorized bool) {
 			a.busy()
 			return
 		case claimFailed:
-			a.failed(cur, false, "the pool's credential store is unavailable")
+			if a.ctx.Err() == nil { // not the store: Close cut the call short
+				a.failed(cur, false, "the pool's credential store is unavailable")
+			}
 			return
 		}
 	}
@@ -518,14 +525,12 @@ func (a *Auth) refresh(unauthorized bool) {
 		stopHold = a.holdClaim(cur, rev)
 	}
 	red := newRedactor(append(cur.secrets(), a.cfg.RefreshURL)...)
-	rctx, cancel := context.WithTimeout(a.ctx, a.cfg.RefreshTimeout)
+	// From here on Close waits: once sent, the request may spend the refresh token.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(a.ctx), a.cfg.RefreshTimeout)
 	start := time.Now()
 	ans, err := postRefresh(rctx, a.hc, a.cfg.RefreshURL, a.cfg.ClientID, cur.RefreshToken, red)
 	cancel()
 	rev = stopHold()
-	if a.ctx.Err() != nil { // closing: leave the claim to expire, the rotation may be lost
-		return
-	}
 	var re *refreshError
 	switch {
 	case err == nil:

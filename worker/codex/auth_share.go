@@ -32,8 +32,15 @@ const (
 	claimFailed                    // the store is unavailable
 )
 
+// storeCtx bounds one Coordinator call; Close cuts it short.
 func (a *Auth) storeCtx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(a.ctx, storeTimeout)
+}
+
+// finishCtx bounds one Coordinator call for a refresh already sent (renewing its claim,
+// publishing its answer): Close waits for it, since the answer may hold the only valid tokens.
+func (a *Auth) finishCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(a.ctx), storeTimeout)
 }
 
 // decode opens a shared value; an unreadable one is logged once and treated as absent (it is
@@ -152,7 +159,7 @@ func (a *Auth) holdClaim(cur tokens, rev uint64) (stop func() uint64) {
 				return
 			case <-t.C:
 			}
-			ctx, cancel := a.storeCtx()
+			ctx, cancel := a.finishCtx()
 			nrev, ok, err := a.cfg.Coordinator.Put(ctx, a.key, a.seal.seal(a.key,
 				sharedLogin{V: 1, Tokens: &cur, Claim: &shareClaim{By: a.id, At: time.Now().UTC()}}), rev)
 			cancel()
@@ -180,7 +187,7 @@ func (a *Auth) holdClaim(cur tokens, rev uint64) (stop func() uint64) {
 func (a *Auth) publish(t tokens, rev uint64, refused string, force bool) {
 	value := a.seal.seal(a.key, sharedLogin{V: 1, Tokens: &t, Refused: refused})
 	for range 3 {
-		ctx, cancel := a.storeCtx()
+		ctx, cancel := a.finishCtx()
 		_, ok, err := a.cfg.Coordinator.Put(ctx, a.key, value, rev)
 		cancel()
 		if err != nil {
@@ -190,7 +197,7 @@ func (a *Auth) publish(t tokens, rev uint64, refused string, force bool) {
 		if ok || !force {
 			return
 		}
-		ctx, cancel = a.storeCtx()
+		ctx, cancel = a.finishCtx()
 		cur, nrev, err := a.cfg.Coordinator.Get(ctx, a.key)
 		cancel()
 		if err != nil {

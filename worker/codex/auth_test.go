@@ -437,6 +437,39 @@ func TestAuthTimedOutRefreshIsNotRetriedBlindly(t *testing.T) {
 	}
 }
 
+// TestAuthCloseFinishesARefreshInFlight: an Auth closed while its refresh request is in flight
+// (a worker stopping) keeps the answer: the endpoint has spent the old refresh token, so the file
+// and the pool must get the new one, and the next holder of the login refreshes without a reuse.
+func TestAuthCloseFinishesARefreshInFlight(t *testing.T) {
+	srv := newSim(t, codextest.Options{
+		Accounts:      []codextest.Account{{Name: alice, AccountID: "acct-alice-0123456789"}},
+		TokenLifetime: time.Hour, RefreshLatency: 300 * time.Millisecond,
+	})
+	path, l := writeLogin(t, srv, t.TempDir(), "auth.json")
+	store := newMemStore()
+	a := openAuth(t, srv, path, AuthConfig{Coordinator: store, Poll: time.Hour})
+	old := mustCreds(t, a)
+	go func() { _, _ = a.Unauthorized(context.Background(), old) }()
+	waitFor(t, "the endpoint to rotate the token", func() bool { return srv.Stats().RefreshOK == 1 })
+	a.Close() // the answer is still on its way
+
+	ft := fileTokens(t, path)
+	if ft.RefreshToken == l.RefreshToken {
+		t.Fatal("the file still holds the spent refresh token: the answer was dropped")
+	}
+	value, _, _ := store.Get(context.Background(), a.key)
+	if sl, ok := a.decode(value); !ok || sl.Tokens == nil || sl.Tokens.RefreshToken != ft.RefreshToken || sl.Claim != nil {
+		t.Fatal("the pool does not hold the new tokens without a claim")
+	}
+	b := openAuth(t, srv, path, AuthConfig{Coordinator: store, Poll: time.Hour})
+	if _, err := b.Unauthorized(context.Background(), mustCreds(t, b)); err != nil {
+		t.Fatalf("the next holder's refresh: %v", err)
+	}
+	if st := srv.Stats(); st.RefreshOK != 2 || st.RefreshReused != 0 {
+		t.Errorf("%d refreshes ok, %d reused; want 2 and none", st.RefreshOK, st.RefreshReused)
+	}
+}
+
 // TestAuthDeadClaimIsTakenOver: a claim left by a worker that died is taken over after claimTTL
 // of no change; a live one makes the others wait.
 func TestAuthDeadClaimIsTakenOver(t *testing.T) {
