@@ -216,6 +216,48 @@ func TestE2ECredentialsCopies(t *testing.T) {
 	checkRefreshSoak(t, c, born, took, life, ok, failed, errs, secrets, w1, w2)
 }
 
+// TestE2EStoppedWorkerSharesItsRefresh: a worker stopped while its refresh request is in flight
+// (a rolling restart) waits for the answer and shares it with the pool before it leaves NATS: a
+// worker started afterwards on an old copy of the login (another machine) adopts the new tokens
+// instead of refreshing with the spent ones.
+func TestE2EStoppedWorkerSharesItsRefresh(t *testing.T) {
+	const life, latency = 4 * time.Second, 2 * time.Second
+	c, _ := newClusterWith(t, codextest.Options{
+		Accounts:      []codextest.Account{{Name: "alice", AccountID: "acct-alice-e2e-0123456789"}},
+		TokenLifetime: life, RefreshLatency: latency, Latency: 20 * time.Millisecond, Words: 4,
+	}, func(o *server.Options) { o.JetStream, o.StoreDir = true, t.TempDir() })
+	p1 := filepath.Join(t.TempDir(), "auth.json")
+	p2 := filepath.Join(t.TempDir(), "auth.json")
+	old := writeLoginFile(t, c.sim, p1, p2)
+	w1 := c.startWorker("restart1", loginEnv(c, p1)...)
+	// The refresh is due at 80 % of the login's life; once the endpoint has rotated the token,
+	// its answer is latency away.
+	waitCond(t, life+5*time.Second, "the refresh to reach the token endpoint", func() bool { return c.sim.Stats().RefreshOK == 1 })
+	w1.stop(t, 30*time.Second)
+	if !strings.Contains(w1.out.String(), "codex: tokens refreshed") {
+		t.Fatal("the stopped worker dropped the answer of its refresh")
+	}
+	w2 := c.startWorker("restart2", loginEnv(c, p2)...)
+	waitCond(t, 10*time.Second, "the late worker's copy to hold the rotated tokens", func() bool {
+		return fmt.Sprint(sorted(fileSecrets(t, p1))) == fmt.Sprint(sorted(fileSecrets(t, p2)))
+	})
+	if _, err := c.client.Generate(ctxT(t, 20*time.Second), request("after the restart", nil), nil); err != nil {
+		t.Fatalf("a request after the restart: %v", err)
+	}
+	st := c.sim.Stats()
+	if st.RefreshReused != 0 || st.RefreshInvalidated != 0 {
+		t.Errorf("%d refresh tokens reused, %d invalidated; want none", st.RefreshReused, st.RefreshInvalidated)
+	}
+	secrets := append(fileSecrets(t, p1), old.AccessToken, old.RefreshToken, old.IDToken)
+	for _, p := range []*proc{w1, w2} {
+		for _, s := range secrets {
+			if strings.Contains(p.out.String(), s) {
+				t.Errorf("worker %s logged a token", p.id)
+			}
+		}
+	}
+}
+
 func sorted(s []string) []string {
 	out := append([]string(nil), s...)
 	for i := range out {

@@ -180,6 +180,9 @@ func runWorker(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		log.Warn("shutdown", "error", err)
 	}
+	// While NATS is still up: a token refresh in flight is finished and its answer shared with
+	// the pool (it may hold the only valid refresh token).
+	_ = w.Close()
 	// Drain flushes every reply already published before the connection closes.
 	closed := make(chan struct{})
 	nc.SetClosedHandler(func(*nats.Conn) { close(closed) })
