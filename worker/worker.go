@@ -491,8 +491,9 @@ func (w *Worker) logResult(ctx context.Context, req *schemas.Request, a *account
 	w.log.LogAttrs(ctx, level, "generation", attrs...)
 }
 
-// Close closes every account's idle upstream sockets. In-flight generations finish or fail on
-// their own.
+// Close closes every account's idle upstream sockets and its credentials, which first finish a
+// token refresh in flight and share its answer (keep the pool's connection open until Close
+// returns). In-flight generations finish or fail on their own.
 func (w *Worker) Close() error {
 	for _, a := range w.router.accounts {
 		_ = a.codex.Close()

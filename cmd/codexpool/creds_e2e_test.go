@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -26,13 +27,13 @@ func credSoak(t *testing.T) time.Duration {
 	return soakDuration(t)
 }
 
-// loginCluster is a cluster with JetStream whose simulator serves the account alice with logins
-// living for life.
-func loginCluster(t *testing.T, life time.Duration, jetStream bool) *cluster {
+// loginCluster is a cluster (with JetStream, or not) whose simulator serves the account alice with
+// logins living for life; the token endpoint answers after refreshLatency.
+func loginCluster(t *testing.T, life, refreshLatency time.Duration, jetStream bool) *cluster {
 	t.Helper()
 	c, _ := newClusterWith(t, codextest.Options{
 		Accounts:      []codextest.Account{{Name: "alice", AccountID: "acct-alice-e2e-0123456789"}},
-		TokenLifetime: life, Latency: 20 * time.Millisecond, Words: 4,
+		TokenLifetime: life, RefreshLatency: refreshLatency, Latency: 20 * time.Millisecond, Words: 4,
 	}, func(o *server.Options) { o.JetStream, o.StoreDir = jetStream, t.TempDir() })
 	return c
 }
@@ -122,14 +123,9 @@ func checkRefreshSoak(t *testing.T, c *cluster, born time.Time, took, life time.
 	}
 	refreshed := 0
 	for _, p := range procs {
-		out := p.out.String()
-		refreshed += strings.Count(out, "codex: tokens refreshed")
-		for _, s := range secrets {
-			if s != "" && strings.Contains(out, s) {
-				t.Errorf("worker %s logged a token", p.id)
-			}
-		}
+		refreshed += strings.Count(p.out.String(), "codex: tokens refreshed")
 	}
+	noTokenLogged(t, secrets, procs...)
 	if int64(refreshed) != st.RefreshOK {
 		t.Errorf("workers logged %d refreshes, the token endpoint made %d", refreshed, st.RefreshOK)
 	}
@@ -176,7 +172,7 @@ func sharedFileSoak(t *testing.T, jetStream bool) {
 		dur /= 2
 	}
 	life := dur / 4
-	c := loginCluster(t, life, jetStream)
+	c := loginCluster(t, life, 0, jetStream)
 	path := filepath.Join(t.TempDir(), "auth.json")
 	born := time.Now()
 	first := writeLoginFile(t, c.sim, path)
@@ -195,7 +191,7 @@ func sharedFileSoak(t *testing.T, jetStream bool) {
 func TestE2ECredentialsCopies(t *testing.T) {
 	dur := credSoak(t)
 	life := dur / 4
-	c := loginCluster(t, life, true)
+	c := loginCluster(t, life, 0, true)
 	p1 := filepath.Join(t.TempDir(), "auth.json")
 	p2 := filepath.Join(t.TempDir(), "auth.json")
 	born := time.Now()
@@ -222,10 +218,7 @@ func TestE2ECredentialsCopies(t *testing.T) {
 // instead of refreshing with the spent ones.
 func TestE2EStoppedWorkerSharesItsRefresh(t *testing.T) {
 	const life, latency = 4 * time.Second, 2 * time.Second
-	c, _ := newClusterWith(t, codextest.Options{
-		Accounts:      []codextest.Account{{Name: "alice", AccountID: "acct-alice-e2e-0123456789"}},
-		TokenLifetime: life, RefreshLatency: latency, Latency: 20 * time.Millisecond, Words: 4,
-	}, func(o *server.Options) { o.JetStream, o.StoreDir = true, t.TempDir() })
+	c := loginCluster(t, life, latency, true)
 	p1 := filepath.Join(t.TempDir(), "auth.json")
 	p2 := filepath.Join(t.TempDir(), "auth.json")
 	old := writeLoginFile(t, c.sim, p1, p2)
@@ -248,27 +241,23 @@ func TestE2EStoppedWorkerSharesItsRefresh(t *testing.T) {
 	if st.RefreshReused != 0 || st.RefreshInvalidated != 0 {
 		t.Errorf("%d refresh tokens reused, %d invalidated; want none", st.RefreshReused, st.RefreshInvalidated)
 	}
-	secrets := append(fileSecrets(t, p1), old.AccessToken, old.RefreshToken, old.IDToken)
-	for _, p := range []*proc{w1, w2} {
+	noTokenLogged(t, append(fileSecrets(t, p1), old.AccessToken, old.RefreshToken, old.IDToken), w1, w2)
+}
+
+// noTokenLogged fails the test if any of procs logged one of secrets.
+func noTokenLogged(t *testing.T, secrets []string, procs ...*proc) {
+	t.Helper()
+	for _, p := range procs {
+		out := p.out.String()
 		for _, s := range secrets {
-			if strings.Contains(p.out.String(), s) {
+			if s != "" && strings.Contains(out, s) {
 				t.Errorf("worker %s logged a token", p.id)
 			}
 		}
 	}
 }
 
-func sorted(s []string) []string {
-	out := append([]string(nil), s...)
-	for i := range out {
-		for j := i + 1; j < len(out); j++ {
-			if out[j] < out[i] {
-				out[i], out[j] = out[j], out[i]
-			}
-		}
-	}
-	return out
-}
+func sorted(s []string) []string { return slices.Sorted(slices.Values(s)) }
 
 // TestE2EHTTPFallback (target 3): an origin that refuses WebSockets is served over HTTP, one-shot
 // and streamed; once it accepts them again the worker is back on WebSockets within

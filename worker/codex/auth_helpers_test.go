@@ -114,10 +114,14 @@ const alice = "alice"
 // newLoginSim starts a simulator serving the account alice, whose logins live for lifetime.
 func newLoginSim(t *testing.T, lifetime time.Duration) *codextest.Server {
 	t.Helper()
-	return newSim(t, codextest.Options{
-		Accounts:      []codextest.Account{{Name: alice, AccountID: "acct-alice-0123456789"}},
-		TokenLifetime: lifetime,
-	})
+	return newLoginSimWith(t, codextest.Options{TokenLifetime: lifetime})
+}
+
+// newLoginSimWith starts a simulator with opts serving the account alice.
+func newLoginSimWith(t *testing.T, opts codextest.Options) *codextest.Server {
+	t.Helper()
+	opts.Accounts = []codextest.Account{{Name: alice, AccountID: "acct-alice-0123456789"}}
+	return newSim(t, opts)
 }
 
 // writeLogin writes a new login of alice to dir/name as a Codex CLI auth.json with an extra

@@ -441,10 +441,7 @@ func TestAuthTimedOutRefreshIsNotRetriedBlindly(t *testing.T) {
 // (a worker stopping) keeps the answer: the endpoint has spent the old refresh token, so the file
 // and the pool must get the new one, and the next holder of the login refreshes without a reuse.
 func TestAuthCloseFinishesARefreshInFlight(t *testing.T) {
-	srv := newSim(t, codextest.Options{
-		Accounts:      []codextest.Account{{Name: alice, AccountID: "acct-alice-0123456789"}},
-		TokenLifetime: time.Hour, RefreshLatency: 300 * time.Millisecond,
-	})
+	srv := newLoginSimWith(t, codextest.Options{TokenLifetime: time.Hour, RefreshLatency: 300 * time.Millisecond})
 	path, l := writeLogin(t, srv, t.TempDir(), "auth.json")
 	store := newMemStore()
 	a := openAuth(t, srv, path, AuthConfig{Coordinator: store, Poll: time.Hour})
