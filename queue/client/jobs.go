@@ -2,9 +2,10 @@ package client
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
@@ -22,7 +23,7 @@ var ErrNoResult = errors.New("client: no result for this job")
 type SubmitOptions struct {
 	// ID is the job id (Nats-Msg-Id): the stream drops a second job with the same id within its
 	// duplicate window, and the result is stored under it. It must match [A-Za-z0-9_=-]{1,128}.
-	// Empty: the stream sequence becomes the id.
+	// Empty: Submit makes a random 128-bit id (base64url), which nobody else can guess.
 	ID string
 	// ReplyTo is a core subject that also gets the reply (or, for "stream": true, the events, the
 	// error and the sentinel), as codex.generate would send them. Best effort: the stored result is
@@ -36,7 +37,7 @@ type SubmitOptions struct {
 
 // Job is a stored job.
 type Job struct {
-	ID        string // its id: SubmitOptions.ID, or the stream sequence
+	ID        string // its id: SubmitOptions.ID, or the random one Submit made
 	Sequence  uint64 // its stream sequence
 	Duplicate bool   // the stream already had a job with this id (within the duplicate window)
 }
@@ -83,10 +84,13 @@ func (c *Client) Submit(ctx context.Context, req []byte, opts SubmitOptions) (Jo
 	if err != nil {
 		return Job{}, err
 	}
-	m := &nats.Msg{Subject: schemas.SubmitSubject(c.opts.JobsSubject), Data: req, Header: nats.Header{}}
-	if opts.ID != "" {
-		m.Header.Set(schemas.HeaderMsgID, opts.ID)
+	id := opts.ID
+	if id == "" {
+		// An id nobody can guess, so no other client can read or pre-seed this job's result.
+		id = newJobID()
 	}
+	m := &nats.Msg{Subject: schemas.SubmitSubject(c.opts.JobsSubject), Data: req, Header: nats.Header{}}
+	m.Header.Set(schemas.HeaderMsgID, id)
 	if opts.ReplyTo != "" {
 		m.Header.Set(schemas.HeaderReplyTo, opts.ReplyTo)
 	}
@@ -102,10 +106,6 @@ func (c *Client) Submit(ctx context.Context, req []byte, opts SubmitOptions) (Jo
 			return Job{}, fmt.Errorf("client: no jobs stream captures %s (has a worker with jobs started?): %w", m.Subject, err)
 		}
 		return Job{}, fmt.Errorf("client: submit on %s: %w", m.Subject, err)
-	}
-	id := opts.ID
-	if id == "" {
-		id = strconv.FormatUint(ack.Sequence, 10)
 	}
 	return Job{ID: id, Sequence: ack.Sequence, Duplicate: ack.Duplicate}, nil
 }
@@ -189,4 +189,12 @@ func resultReply(id string, body []byte) (*Reply, error) {
 		return nil, e
 	}
 	return &Reply{Response: body, OutputText: outputText(body), RequestID: id}, nil
+}
+
+// newJobID returns 128 random bits in base64url: a job id that matches [A-Za-z0-9_=-]{1,128} and
+// that nobody else can guess.
+func newJobID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return base64.RawURLEncoding.EncodeToString(b[:])
 }

@@ -1,0 +1,89 @@
+package queue
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// LocalUser is the NATS user name of the embedded server's one user.
+const LocalUser = "codexpool"
+
+// LocalAuthFileName is the name of the file, in codexpool's state directory, that holds the
+// embedded server's password.
+const LocalAuthFileName = "nats-password"
+
+// LocalAuth is the credential an embedded NATS server requires: user LocalUser and a random
+// password kept in a file only its owner can read (0600), so that every codexpool command of that
+// user on the machine can join the pool and no other local process can.
+type LocalAuth struct {
+	User     string
+	Password string
+}
+
+// LoadOrCreateLocalAuth reads the password file at path, or creates it (and its directory, 0700)
+// with 256 random bits when it does not exist. Processes that race to create it agree on one
+// password: the file appears whole or not at all.
+func LoadOrCreateLocalAuth(path string) (LocalAuth, error) {
+	a, err := ReadLocalAuth(path)
+	if !errors.Is(err, fs.ErrNotExist) {
+		return a, err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return LocalAuth{}, fmt.Errorf("queue: local NATS credential: %w", err)
+	}
+	var b [32]byte
+	_, _ = rand.Read(b[:])
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".nats-password-*")
+	if err != nil {
+		return LocalAuth{}, fmt.Errorf("queue: local NATS credential: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	_, werr := tmp.WriteString(base64.RawURLEncoding.EncodeToString(b[:]) + "\n")
+	if cerr := tmp.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		return LocalAuth{}, fmt.Errorf("queue: local NATS credential: %w", werr)
+	}
+	// Link, not rename: it fails if another process made the file first, and then its password wins.
+	if err := os.Link(tmp.Name(), path); err != nil && !errors.Is(err, fs.ErrExist) {
+		return LocalAuth{}, fmt.Errorf("queue: local NATS credential: %w", err)
+	}
+	return ReadLocalAuth(path)
+}
+
+// ReadLocalAuth reads the password file at path. A missing file is an error wrapping
+// fs.ErrNotExist; a file that other users may read is refused (its secret may be known).
+func ReadLocalAuth(path string) (LocalAuth, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return LocalAuth{}, fmt.Errorf("queue: local NATS credential: %w", err)
+	}
+	if st.Mode().Perm()&0o077 != 0 {
+		return LocalAuth{}, fmt.Errorf("queue: local NATS credential %s: mode %04o lets other users read it; run chmod 600 %s", path, st.Mode().Perm(), path)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return LocalAuth{}, fmt.Errorf("queue: local NATS credential: %w", err)
+	}
+	pw := strings.TrimSpace(string(b))
+	if len(pw) < 16 {
+		return LocalAuth{}, fmt.Errorf("queue: local NATS credential %s: too short (delete it and a new one is made)", path)
+	}
+	return LocalAuth{User: LocalUser, Password: pw}, nil
+}
+
+// WithLocalAuth makes the embedded server accept only clients that present a's user and password.
+func WithLocalAuth(a LocalAuth) EmbeddedOption {
+	return func(o *server.Options) {
+		o.Users = []*server.User{{Username: a.User, Password: a.Password}}
+	}
+}

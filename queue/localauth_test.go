@@ -1,0 +1,90 @@
+package queue
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+)
+
+// TestLocalAuthFile: the first call creates a 0600 file, later calls and concurrent first calls
+// agree on one password, and a file others may read is refused.
+func TestLocalAuthFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state", "codexpool", LocalAuthFileName)
+	if _, err := ReadLocalAuth(path); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("ReadLocalAuth of a missing file: %v, want fs.ErrNotExist", err)
+	}
+	var wg sync.WaitGroup
+	got := make([]LocalAuth, 8)
+	errs := make([]error, 8)
+	for i := range got {
+		wg.Go(func() { got[i], errs[i] = LoadOrCreateLocalAuth(path) })
+	}
+	wg.Wait()
+	for i := range got {
+		if errs[i] != nil {
+			t.Fatal(errs[i])
+		}
+		if got[i] != got[0] {
+			t.Fatalf("concurrent creators disagree: %v vs %v", got[i].User, got[0].User)
+		}
+	}
+	if got[0].User != LocalUser || len(got[0].Password) < 40 {
+		t.Fatalf("got user %q and a %d-character password, want %q and 43", got[0].User, len(got[0].Password), LocalUser)
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm() != 0o600 {
+		t.Errorf("mode %04o, want 0600", st.Mode().Perm())
+	}
+	again, err := LoadOrCreateLocalAuth(path)
+	if err != nil || again != got[0] {
+		t.Errorf("second load changed the password (err %v)", err)
+	}
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadLocalAuth(path); err == nil {
+		t.Error("a world-readable credential file was accepted")
+	}
+}
+
+// TestEmbeddedRequiresLocalAuth: an embedded server started with WithLocalAuth refuses a client
+// without the password (and with a wrong one), and serves one with it, JetStream included.
+func TestEmbeddedRequiresLocalAuth(t *testing.T) {
+	a, err := LoadOrCreateLocalAuth(filepath.Join(t.TempDir(), LocalAuthFileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, err := StartEmbedded("127.0.0.1:0", nil, WithJetStream(t.TempDir()), WithLocalAuth(a))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	for _, tc := range []struct {
+		name string
+		opts []nats.Option
+	}{
+		{"no credential", nil},
+		{"wrong password", []nats.Option{nats.UserInfo(LocalUser, a.Password+"x")}},
+	} {
+		if nc, err := nats.Connect(ns.ClientURL(), tc.opts...); err == nil {
+			nc.Close()
+			t.Errorf("%s: connected, want an authorization error", tc.name)
+		}
+	}
+	nc, err := nats.Connect(ns.ClientURL(), nats.UserInfo(a.User, a.Password))
+	if err != nil {
+		t.Fatalf("with the credential: %v", err)
+	}
+	defer nc.Close()
+	if _, err := nc.Request("$JS.API.INFO", nil, waitTimeout); err != nil {
+		t.Errorf("JetStream with the credential: %v", err)
+	}
+}
