@@ -254,67 +254,6 @@ func TestE2EBatchCommand(t *testing.T) {
 	}
 }
 
-// TestE2EJobsPermissions runs a worker and a client with exactly the subject permissions
-// README's "Sizing and clusters" lists for durable jobs.
-func TestE2EJobsPermissions(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end test")
-	}
-	opts := &server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, NoSigs: true, NoLog: true,
-		JetStream: true, StoreDir: t.TempDir()}
-	opts.Users = []*server.User{
-		{Username: "worker", Password: "worker-pw", Permissions: &server.Permissions{
-			Publish: &server.SubjectPermission{Allow: []string{"codex.generate", "_INBOX.>", "codexpool.gate.>", "$JS.API.>",
-				"$JS.ACK.CODEXPOOL_JOBS.>", "$KV.CODEXPOOL_RESULTS.>", "replies.>"}},
-			Subscribe: &server.SubjectPermission{Allow: []string{"codex.generate", "codex.cancel", "_INBOX.>", "$SRV.>", "codexpool.gate.>"}},
-		}},
-		{Username: "client", Password: "client-pw", Permissions: &server.Permissions{
-			Publish:   &server.SubjectPermission{Allow: []string{"codex.jobs.submit", "$JS.API.>", "$SRV.>"}},
-			Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>", "replies.>"}},
-		}},
-	}
-	ns := testutil.StartServer(t, opts)
-	sim := codextest.NewServer(codextest.Options{Token: simToken})
-	t.Cleanup(sim.Close)
-	var violations testutil.SyncBuffer
-	nc, err := nats.Connect(ns.ClientURL(), nats.UserInfo("client", "client-pw"),
-		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
-			_, _ = violations.Write([]byte(err.Error() + "\n"))
-		}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	c := &cluster{t: t, url: ns.ClientURL(), nc: nc, sim: sim, client: client.New(nc, client.Options{})}
-	p := c.startWorker("w-jobs-secure", "CODEXPOOL_NATS_USER=worker", "CODEXPOOL_NATS_PASSWORD=worker-pw", "CODEXPOOL_JOBS=on")
-	replies, err := nc.SubscribeSync("replies.one")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := nc.Flush(); err != nil { // the server has the subscription before another connection's job
-		t.Fatal(err)
-	}
-	if _, err := c.client.Submit(ctxT(t, 10*time.Second), request("secure job", nil), client.SubmitOptions{ID: "sec-1", ReplyTo: "replies.one"}); err != nil {
-		t.Fatal(err)
-	}
-	r, err := c.client.Wait(ctxT(t, 30*time.Second), "sec-1")
-	if err != nil || r.OutputText != codextest.Answer("secure job", codextest.DefaultWords) {
-		t.Fatalf("result %+v, %v", r, err)
-	}
-	if _, err := replies.NextMsg(10 * time.Second); err != nil {
-		t.Errorf("no reply on Codex-Reply-To: %v", err)
-	}
-	if _, err := c.client.Result(ctxT(t, 10*time.Second), "sec-1"); err != nil {
-		t.Errorf("Result: %v", err)
-	}
-	if v := violations.String(); v != "" {
-		t.Errorf("client permission violations: %s", v)
-	}
-	if out := p.out.String(); strings.Contains(out, "Permissions Violation") {
-		t.Errorf("worker permission violations:\n%s", out)
-	}
-}
-
 // TestE2ECancelStream is issue 15's target 4: a 10 s streamed generation cancelled after its first
 // event. The origin sees the socket closed within 1 s, the client gets 499 cancelled and then the
 // sentinel, and the worker's slot is free.
