@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -16,6 +17,8 @@ type composeFile struct {
 		Command     []string          `yaml:"command"`
 		Environment map[string]string `yaml:"environment"`
 		Profiles    []string          `yaml:"profiles"`
+		Ports       []string          `yaml:"ports"`
+		StopGrace   string            `yaml:"stop_grace_period"`
 	} `yaml:"services"`
 }
 
@@ -35,8 +38,16 @@ func TestComposeFile(t *testing.T) {
 	if !ok {
 		t.Fatal("no nats service")
 	}
-	if !slices.Contains(nats.Command, "--jetstream") {
-		t.Errorf("nats command %q does not enable JetStream", nats.Command)
+	natsConfigured(t, nats.Command)
+	for name, svc := range cf.Services {
+		for _, p := range svc.Ports {
+			if !strings.HasPrefix(p, "127.0.0.1:") {
+				t.Errorf("service %s publishes port %q beyond the host's loopback", name, p)
+			}
+		}
+		if url := svc.Environment["CODEXPOOL_NATS_URL"]; url != "" && svc.Environment["CODEXPOOL_NATS_USER"] == "" {
+			t.Errorf("service %s connects to NATS without a role user", name)
+		}
 	}
 	w, ok := cf.Services["worker"]
 	if !ok {
@@ -47,6 +58,9 @@ func TestComposeFile(t *testing.T) {
 	}
 	if len(w.Profiles) != 0 {
 		t.Errorf("worker is behind profiles %q; it must start by default", w.Profiles)
+	}
+	if grace, err := time.ParseDuration(w.StopGrace); err != nil || grace < 90*time.Second {
+		t.Errorf("worker stop_grace_period %q: want at least the 30 s grace plus a 60 s refresh in flight", w.StopGrace)
 	}
 	if w.Environment["CODEXPOOL_NATS_URL"] == "" {
 		t.Error("worker does not set CODEXPOOL_NATS_URL, so each replica would embed its own NATS server")
@@ -86,6 +100,40 @@ func TestComposeFile(t *testing.T) {
 	}
 	if len(sim.Command) == 0 || sim.Command[0] != "sim" {
 		t.Errorf("sim command = %q, want it to run `codexpool sim`", sim.Command)
+	}
+}
+
+// natsConfigured checks that compose's NATS server runs the config that turns JetStream on and
+// admits only the three roles.
+func natsConfigured(t *testing.T, command []string) {
+	t.Helper()
+	if !slices.Equal(command, []string{"--config", "/etc/nats/nats-compose.conf"}) {
+		t.Fatalf("nats command %q, want --config /etc/nats/nats-compose.conf", command)
+	}
+	conf, err := os.ReadFile("../../docs/nats-compose.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"jetstream", "include ./nats-roles.conf"} {
+		if !strings.Contains(string(conf), want) {
+			t.Errorf("docs/nats-compose.conf lacks %q", want)
+		}
+	}
+}
+
+// TestReadmeShowsTheRoles keeps README.md's copy of the roles file in step with the file that
+// TestE2ERoles runs.
+func TestReadmeShowsTheRoles(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	roles, err := os.ReadFile(rolesFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(readme), "```\n"+string(roles)+"```") {
+		t.Error("README.md does not show docs/nats-roles.conf as it is")
 	}
 }
 

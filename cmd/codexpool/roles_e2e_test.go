@@ -59,7 +59,7 @@ func (v *violations) waitFor(t *testing.T, subject string) {
 func startRolesServer(t *testing.T) *server.Server {
 	t.Helper()
 	for _, r := range []string{"WORKER", "CLIENT", "GATEWAY"} {
-		t.Setenv("CODEXPOOL_"+r+"_PASSWORD", strings.ToLower(r)+"-pw")
+		t.Setenv("NATS_"+r+"_PASSWORD", strings.ToLower(r)+"-pw")
 	}
 	opts, err := server.ProcessConfigFile(rolesFile)
 	if err != nil {
