@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -86,4 +88,46 @@ func WithLocalAuth(a LocalAuth) EmbeddedOption {
 	return func(o *server.Options) {
 		o.Users = []*server.User{{Username: a.User, Password: a.Password}}
 	}
+}
+
+// LocalAuth fills in the local credential at path when s has no authentication of its own, the
+// file exists, and every server in urls is on this machine's loopback (a remote server never
+// sees it). Otherwise s comes back unchanged; a credential file that exists but cannot be trusted
+// is an error.
+func (s Security) LocalAuth(urls, path string) (Security, error) {
+	if s.Kind() != "none" || path == "" || !loopbackURLs(urls) {
+		return s, nil
+	}
+	a, err := ReadLocalAuth(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return s, nil
+	}
+	if err != nil {
+		return s, err
+	}
+	s.User, s.Password = a.User, a.Password
+	return s, nil
+}
+
+// loopbackURLs reports whether urls (a comma-separated server list) name only loopback hosts and
+// carry no credentials of their own.
+func loopbackURLs(urls string) bool {
+	for _, raw := range strings.Split(urls, ",") {
+		raw = strings.TrimSpace(raw)
+		if !strings.Contains(raw, "://") {
+			raw = "nats://" + raw
+		}
+		u, err := url.Parse(raw)
+		if err != nil || u.User != nil {
+			return false
+		}
+		host := u.Hostname()
+		if host == "localhost" {
+			continue
+		}
+		if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+			return false
+		}
+	}
+	return true
 }

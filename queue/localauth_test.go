@@ -88,3 +88,44 @@ func TestEmbeddedRequiresLocalAuth(t *testing.T) {
 		t.Errorf("JetStream with the credential: %v", err)
 	}
 }
+
+// TestSecurityLocalAuth: the local credential is used only without other authentication and only
+// for servers on loopback.
+func TestSecurityLocalAuth(t *testing.T) {
+	path := filepath.Join(t.TempDir(), LocalAuthFileName)
+	a, err := LoadOrCreateLocalAuth(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		sec  Security
+		urls string
+		want string // the user the result presents
+	}{
+		{"loopback", Security{}, "nats://127.0.0.1:4222", LocalUser},
+		{"localhost list", Security{}, "nats://localhost:4222,nats://[::1]:4223", LocalUser},
+		{"bare host:port", Security{}, "127.0.0.1:4222", LocalUser},
+		{"remote server", Security{}, "nats://nats.example:4222", ""},
+		{"one remote in the list", Security{}, "nats://127.0.0.1:4222,nats://10.1.2.3:4222", ""},
+		{"credentials in the URL", Security{}, "nats://me:pw@127.0.0.1:4222", ""},
+		{"own user", Security{User: "alice", Password: "x"}, "nats://127.0.0.1:4222", "alice"},
+		{"own token", Security{Token: "t"}, "nats://127.0.0.1:4222", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := tc.sec.LocalAuth(tc.urls, path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.User != tc.want {
+				t.Errorf("user %q, want %q", got.User, tc.want)
+			}
+			if got.User == LocalUser && got.Password != a.Password {
+				t.Error("the local user without the file's password")
+			}
+		})
+	}
+	if got, err := (Security{}).LocalAuth("nats://127.0.0.1:4222", filepath.Join(t.TempDir(), "missing")); err != nil || got.Kind() != "none" {
+		t.Errorf("no file: %v, %v; want no authentication and no error", got, err)
+	}
+}
