@@ -31,6 +31,10 @@ wait_for() {
 	fail "no line matching '$2' in $1 after 60s"
 }
 
+# The embedded server's credential (nats-password) lives in the state directory; every codexpool
+# command and the examples' clients read it from there.
+export XDG_STATE_HOME="$work/state"
+
 codexpool="$work/codexpool"
 (cd "$(dirname "${BASH_SOURCE[0]}")/../.." && go build -o "$codexpool" ./cmd/codexpool)
 

@@ -1,6 +1,8 @@
 // A small codexpool client for Node.js on plain NATS request-reply (@nats-io/transport-node).
 // No SDK of ours: this file is the whole of it, to copy or to read.
 import { readFileSync } from "node:fs";
+import { homedir } from "node:os";
+import { join } from "node:path";
 import { connect, credsAuthenticator, headers, errors } from "@nats-io/transport-node";
 
 export const SUBJECT = process.env.CODEXPOOL_SUBJECT || "codex.generate";
@@ -46,10 +48,25 @@ export async function connectFromEnv() {
   if (env.CODEXPOOL_NATS_CREDS) opts.authenticator = credsAuthenticator(readFileSync(env.CODEXPOOL_NATS_CREDS));
   if (env.CODEXPOOL_NATS_USER) Object.assign(opts, { user: env.CODEXPOOL_NATS_USER, pass: env.CODEXPOOL_NATS_PASSWORD });
   if (env.CODEXPOOL_NATS_TOKEN) opts.token = env.CODEXPOOL_NATS_TOKEN;
+  if (!opts.authenticator && !opts.user && !opts.token) Object.assign(opts, localAuth(opts.servers));
   if (env.CODEXPOOL_NATS_TLS_CA || env.CODEXPOOL_NATS_TLS_CERT) {
     opts.tls = { caFile: env.CODEXPOOL_NATS_TLS_CA, certFile: env.CODEXPOOL_NATS_TLS_CERT, keyFile: env.CODEXPOOL_NATS_TLS_KEY };
   }
   return connect(opts);
+}
+
+// localAuth is the credential of a local embedded server (`codexpool worker` with no NATS URL): user
+// "codexpool" and the password in $XDG_STATE_HOME/codexpool/nats-password (~/.local/state/...),
+// offered only to servers on this machine's loopback.
+function localAuth(servers) {
+  const loopback = (s) => /^(nats:\/\/)?(127\.[0-9.]+|localhost|\[::1\])(:[0-9]+)?$/.test(s.trim());
+  if (!servers.every(loopback)) return {};
+  const state = process.env.XDG_STATE_HOME || join(homedir(), ".local", "state");
+  try {
+    return { user: "codexpool", pass: readFileSync(join(state, "codexpool", "nats-password"), "utf8").trim() };
+  } catch {
+    return {};
+  }
 }
 
 function requestHeaders(timeoutMs, requestId) {

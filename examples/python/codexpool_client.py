@@ -12,6 +12,7 @@ CODEXPOOL_NATS_TLS_CERT / CODEXPOOL_NATS_TLS_KEY — the same settings a worker 
 import asyncio
 import json
 import os
+import re
 import ssl
 import sys
 
@@ -42,6 +43,20 @@ def error_of(msg):
         return CodexpoolError(int(status), "unknown", msg.headers.get("Nats-Service-Error", ""))
 
 
+def local_auth(servers):
+    """The credential of a local embedded server (`codexpool worker` with no NATS URL): user
+    "codexpool" and the password in $XDG_STATE_HOME/codexpool/nats-password (~/.local/state/...),
+    offered only to servers on this machine's loopback."""
+    if not all(re.fullmatch(r"(nats://)?(127\.[0-9.]+|localhost|\[::1\])(:[0-9]+)?", s.strip()) for s in servers):
+        return {}
+    state = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    try:
+        with open(os.path.join(state, "codexpool", "nats-password")) as f:
+            return {"user": "codexpool", "password": f.read().strip()}
+    except OSError:
+        return {}
+
+
 async def connect_from_env():
     env = os.environ
     opts = {"servers": env.get("CODEXPOOL_NATS_URL", "nats://127.0.0.1:4222").split(","), "name": "codexpool python example"}
@@ -51,6 +66,8 @@ async def connect_from_env():
         opts["user"], opts["password"] = env["CODEXPOOL_NATS_USER"], env.get("CODEXPOOL_NATS_PASSWORD", "")
     if env.get("CODEXPOOL_NATS_TOKEN"):
         opts["token"] = env["CODEXPOOL_NATS_TOKEN"]
+    if not any(k in opts for k in ("user_credentials", "user", "token")):
+        opts.update(local_auth(opts["servers"]))
     if env.get("CODEXPOOL_NATS_TLS_CA") or env.get("CODEXPOOL_NATS_TLS_CERT"):
         ctx = ssl.create_default_context(cafile=env.get("CODEXPOOL_NATS_TLS_CA"))
         if env.get("CODEXPOOL_NATS_TLS_CERT"):
