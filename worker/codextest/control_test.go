@@ -126,14 +126,14 @@ func TestControlEndpoints(t *testing.T) {
 
 func TestResetForgetsQueuedFaults(t *testing.T) {
 	s := newServer(t, Options{Words: 1})
-	s.RejectNext(5, 500, 0)
-	s.FaultNext(5, FaultFailed)
-	s.InjectUpgradeFault(5, FaultDrop)
-	s.Reset()
+	s.Faults.Reject(5, 500, 0)
+	s.Faults.Next(AtResponse, 5, FaultFailed)
+	s.Faults.Next(AtUpgrade, 5, FaultDrop)
+	s.Faults.Clear()
 	c := mustDial(t, s)
 	send(t, c, createFrame("x", nil))
 	if evs := readResponse(t, c); evs[len(evs)-1].typ() != "response.completed" {
-		t.Fatalf("after Reset: %s, want completed", evs[len(evs)-1].raw)
+		t.Fatalf("after Faults.Clear: %s, want completed", evs[len(evs)-1].raw)
 	}
 }
 
@@ -170,7 +170,7 @@ func TestCloseLeavesNothing(t *testing.T) {
 	send(t, busy, createFrame("b", nil))
 	readEvent(t, busy)
 
-	s.InjectUpgradeFault(1, FaultHangUpgrade)
+	s.Faults.Next(AtUpgrade, 1, FaultHangUpgrade)
 	hung := make(chan error, 1)
 	go func() {
 		c, _, err := websocket.DefaultDialer.Dial(s.URL, nil)

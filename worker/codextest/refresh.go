@@ -13,7 +13,7 @@ import (
 // RefreshPath is the path of RefreshURL, the OAuth token endpoint.
 const RefreshPath = "/oauth/token"
 
-// RefreshFault names a way for the token endpoint to misbehave, for [Server.RefreshFaultNext].
+// RefreshFault names a way for the token endpoint to misbehave, for [Faults.Refresh].
 type RefreshFault string
 
 // The refresh faults.
@@ -45,39 +45,6 @@ func ParseRefreshFault(s string) (RefreshFault, error) {
 	return "", fmt.Errorf("codextest: unknown refresh fault %q", s)
 }
 
-type refreshRule struct {
-	n int
-	f RefreshFault
-}
-
-// RefreshFaultNext applies f to the next n calls of the token endpoint. Calls queue up in order;
-// an unknown f is ignored. Reset forgets them.
-func (s *Server) RefreshFaultNext(n int, f RefreshFault) {
-	if n <= 0 {
-		return
-	}
-	if _, err := ParseRefreshFault(string(f)); err != nil {
-		return
-	}
-	s.mu.Lock()
-	s.refreshFaults = append(s.refreshFaults, refreshRule{n: n, f: f})
-	s.mu.Unlock()
-}
-
-func (s *Server) popRefreshFault() RefreshFault {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.refreshFaults) == 0 {
-		return ""
-	}
-	r := &s.refreshFaults[0]
-	f := r.f
-	if r.n--; r.n <= 0 {
-		s.refreshFaults = s.refreshFaults[1:]
-	}
-	return f
-}
-
 // serveRefresh is POST /oauth/token: refresh-token rotation with reuse detection.
 func (s *Server) serveRefresh(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
@@ -85,7 +52,7 @@ func (s *Server) serveRefresh(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.c.refreshCalls.Add(1)
-	fault := s.popRefreshFault()
+	fault := s.Faults.nextRefresh()
 	if fault != "" {
 		s.c.faults.Add(1)
 		s.logf("codextest: refresh fault %s", fault)
@@ -112,7 +79,7 @@ func (s *Server) serveRefresh(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := time.Now()
-	out := s.rotate(req.RefreshToken, now)
+	out := s.Logins.rotate(req.RefreshToken, now)
 	s.countRefresh(out)
 
 	delay := s.opts.RefreshLatency
