@@ -61,25 +61,11 @@ func (s *Server) serveRefresh(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, 0, "server_error", "The token endpoint had an error (simulated).")
 		return
 	}
-	var req struct {
-		ClientID     string `json:"client_id"`
-		GrantType    string `json:"grant_type"`
-		RefreshToken string `json:"refresh_token"`
-	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
-	if err != nil {
-		return // the client went away
-	}
-	if err := json.Unmarshal(body, &req); err != nil {
-		writeError(w, http.StatusBadRequest, 0, "invalid_request", "The body is not a JSON object.")
+	tok, ok := readRefreshToken(w, r)
+	if !ok {
 		return
 	}
-	if req.GrantType != "refresh_token" || req.RefreshToken == "" {
-		writeError(w, http.StatusBadRequest, 0, "invalid_request", `Want grant_type "refresh_token" and a refresh_token.`)
-		return
-	}
-	now := time.Now()
-	out := s.Logins.rotate(req.RefreshToken, now)
+	out := s.Logins.rotate(tok, time.Now())
 	s.countRefresh(out)
 
 	delay := s.opts.RefreshLatency
@@ -89,6 +75,34 @@ func (s *Server) serveRefresh(w http.ResponseWriter, r *http.Request) {
 	if delay > 0 && !s.sleep(r.Context(), delay) {
 		return // what the client would have got is lost with it
 	}
+	s.answerRefresh(w, out, fault)
+}
+
+// readRefreshToken reads the refresh token of a token request, or answers 400 (nothing, when
+// the client went away) and returns false.
+func readRefreshToken(w http.ResponseWriter, r *http.Request) (string, bool) {
+	var req struct {
+		ClientID     string `json:"client_id"`
+		GrantType    string `json:"grant_type"`
+		RefreshToken string `json:"refresh_token"`
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	if err != nil {
+		return "", false // the client went away
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		writeError(w, http.StatusBadRequest, 0, "invalid_request", "The body is not a JSON object.")
+		return "", false
+	}
+	if req.GrantType != "refresh_token" || req.RefreshToken == "" {
+		writeError(w, http.StatusBadRequest, 0, "invalid_request", `Want grant_type "refresh_token" and a refresh_token.`)
+		return "", false
+	}
+	return req.RefreshToken, true
+}
+
+// answerRefresh writes the token endpoint's answer for out, mangled by fault.
+func (s *Server) answerRefresh(w http.ResponseWriter, out refreshOutcome, fault RefreshFault) {
 	switch {
 	case fault == RefreshFaultGarbage:
 		w.Header().Set("Content-Type", "text/html")
@@ -110,8 +124,7 @@ func (s *Server) serveRefresh(w http.ResponseWriter, r *http.Request) {
 		if fault == RefreshFaultNoRefresh {
 			delete(resp, "refresh_token")
 		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(resp)
+		writeJSON(w, resp)
 	}
 }
 
