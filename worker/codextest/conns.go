@@ -99,8 +99,10 @@ func (t *connTable) leave() { t.wg.Done() }
 func (t *connTable) ended(epoch uint64) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.closed || t.drops != epoch
+	return t.endedLocked(epoch)
 }
+
+func (t *connTable) endedLocked(epoch uint64) bool { return t.closed || t.drops != epoch }
 
 // openRefusal is why openSocket refused, if it did.
 type openRefusal uint8
@@ -130,13 +132,16 @@ func (t *connTable) openSocket(maxConns int, allow func() bool) openRefusal {
 
 // register records an upgraded socket (already counted open) so it can be dropped; false if the
 // server closed, or closeClients ran, since the upgrade began at epoch.
-func (t *connTable) register(nc net.Conn, epoch uint64) bool {
+func (t *connTable) register(nc net.Conn, epoch uint64) bool { return addLive(t, t.sockets, nc, epoch) }
+
+// addLive adds k to set, one of t's, unless the server has ended exchanges begun at epoch.
+func addLive[K comparable](t *connTable, set map[K]struct{}, k K, epoch uint64) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.closed || t.drops != epoch {
+	if t.endedLocked(epoch) {
 		return false
 	}
-	t.sockets[nc] = struct{}{}
+	set[k] = struct{}{}
 	return true
 }
 
@@ -159,15 +164,7 @@ func (t *connTable) forget(nc net.Conn) {
 }
 
 // addStream records an HTTP stream begun at epoch; false if the server has ended it already.
-func (t *connTable) addStream(st *stream, epoch uint64) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.closed || t.drops != epoch {
-		return false
-	}
-	t.streams[st] = struct{}{}
-	return true
-}
+func (t *connTable) addStream(st *stream, epoch uint64) bool { return addLive(t, t.streams, st, epoch) }
 
 func (t *connTable) removeStream(st *stream) {
 	t.mu.Lock()

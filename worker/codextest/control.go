@@ -28,7 +28,8 @@ const controlPrefix = "/_sim"
 //	POST /_sim/close_clients                       CloseClientConnections
 //
 // POSTs answer with the Stats after the change. Errors have the origin's JSON error body: 400
-// bad_parameter, 404 not_found (an unknown endpoint or account), 405 method_not_allowed.
+// bad_parameter, 404 not_found (an unknown endpoint or account), 405 method_not_allowed (any
+// method but GET for the GETs, but POST for the rest, unknown paths included).
 func (s *Server) controlMux() *http.ServeMux {
 	mux := http.NewServeMux()
 	get := func(path string, h http.HandlerFunc) { handleOnly(mux, http.MethodGet, controlPrefix+path, h) }
@@ -52,11 +53,17 @@ func (s *Server) controlMux() *http.ServeMux {
 	post("/ws", s.postWS)
 	post("/reset", func(*args) error { s.Faults.Clear(); s.ResetStats(); return nil })
 	post("/close_clients", func(*args) error { s.CloseClientConnections(); return nil })
-	notFound := func(w http.ResponseWriter, _ *http.Request) {
+	// Everything under the prefix but the GETs above is POST: an unknown path is 404 to a POST
+	// and 405 to any other method.
+	unknown := func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			writeError(w, http.StatusMethodNotAllowed, 0, "method_not_allowed", "use POST")
+			return
+		}
 		writeError(w, http.StatusNotFound, 0, "not_found", "unknown control endpoint")
 	}
-	mux.HandleFunc(controlPrefix, notFound)
-	mux.HandleFunc(controlPrefix+"/", notFound)
+	mux.HandleFunc(controlPrefix, unknown)
+	mux.HandleFunc(controlPrefix+"/", unknown)
 	return mux
 }
 
@@ -128,13 +135,9 @@ func (s *Server) postLimit(q *args) error {
 }
 
 func (s *Server) postFault(q *args) error {
-	n := q.count("n", 1)
+	n, f := q.count("n", 1), parseArg(q, "kind", ParseFault)
 	if err := q.err(); err != nil {
 		return err
-	}
-	f, err := ParseFault(q.Get("kind"))
-	if err != nil {
-		return badParameter(err.Error())
 	}
 	at := AtResponse
 	if q.Get("at") == "upgrade" {
@@ -148,13 +151,9 @@ func (s *Server) postFault(q *args) error {
 }
 
 func (s *Server) postRefreshFault(q *args) error {
-	n := q.count("n", 1)
+	n, f := q.count("n", 1), parseArg(q, "kind", ParseRefreshFault)
 	if err := q.err(); err != nil {
 		return err
-	}
-	f, err := ParseRefreshFault(q.Get("kind"))
-	if err != nil {
-		return badParameter(err.Error())
 	}
 	s.Faults.Refresh(n, f)
 	return nil
@@ -211,6 +210,15 @@ func (q *args) count(key string, def int) int {
 // millis returns the parameter key, a count of milliseconds, as a duration (0 when absent).
 func (q *args) millis(key string) time.Duration {
 	return time.Duration(q.count(key, 0)) * time.Millisecond
+}
+
+// parseArg returns the parameter key as parse reads it.
+func parseArg[T any](q *args, key string, parse func(string) (T, error)) T {
+	v, err := parse(q.Get(key))
+	if err != nil {
+		q.fail(err.Error())
+	}
+	return v
 }
 
 func (q *args) fail(msg string) {

@@ -206,3 +206,45 @@ func TestCloseLeavesNothing(t *testing.T) {
 	}
 	s.Close() // idempotent
 }
+
+// TestControlRouting: the mux answers every path under ControlURL as the hand-written router
+// did: 405 with a JSON body (HEAD included) for the wrong method, an unknown path being POST's,
+// 404 for a POST to an unknown path.
+func TestControlRouting(t *testing.T) {
+	defer http.DefaultClient.CloseIdleConnections()
+	s := newServer(t, Options{})
+	tests := []struct {
+		name, method, path string
+		want               int
+	}{
+		{name: "HEAD of a GET endpoint", method: "HEAD", path: "/stats", want: 405},
+		{name: "PUT of a POST endpoint", method: "PUT", path: "/reset", want: 405},
+		{name: "GET of a POST endpoint", method: "GET", path: "/close_clients", want: 405},
+		{name: "the prefix itself", method: "POST", path: "", want: 404},
+		{name: "GET of the prefix", method: "GET", path: "", want: 405},
+		{name: "the prefix with a slash", method: "POST", path: "/", want: 404},
+		{name: "a trailing slash", method: "POST", path: "/stats/", want: 404},
+		{name: "GET of an unknown path", method: "GET", path: "/stats/", want: 405},
+		{name: "GET stats", method: "GET", path: "/stats", want: 200},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req, err := http.NewRequest(tt.method, s.ControlURL+tt.path, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tt.want {
+				t.Fatalf("%s %s: %d %s, want %d", tt.method, tt.path, resp.StatusCode, b, tt.want)
+			}
+			if tt.method != "HEAD" && !json.Valid(b) {
+				t.Errorf("%s %s: body %q is not JSON", tt.method, tt.path, b)
+			}
+		})
+	}
+}

@@ -189,7 +189,7 @@ func TestMetadataFaultTakesPrecedenceOverFaultNext(t *testing.T) {
 func TestUpgradeFaults(t *testing.T) {
 	t.Run("hang_upgrade", func(t *testing.T) {
 		s := newServer(t, Options{})
-		s.Faults.Next(AtResponse, 1, FaultHangUpgrade) // forwarded to InjectUpgradeFault
+		s.Faults.Next(AtResponse, 1, FaultHangUpgrade) // upgrade-only: queued AtUpgrade
 		d := websocket.Dialer{HandshakeTimeout: 300 * time.Millisecond}
 		c, resp, err := d.Dial(s.URL, nil)
 		var ne net.Error
