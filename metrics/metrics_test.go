@@ -256,10 +256,10 @@ func TestAccountSeries(t *testing.T) {
 		{Name: "team-b", Token: "tok-b-0123456789", Windows: []codextest.Window{hour}},
 	}})
 	t.Cleanup(sim.Close)
-	if err := sim.SetUsage("team-a", 0, 100); err != nil {
+	if err := sim.Accounts.SetUsage("team-a", 0, 100); err != nil {
 		t.Fatal(err)
 	}
-	if err := sim.SetUsage("team-b", 0, 42); err != nil {
+	if err := sim.Accounts.SetUsage("team-b", 0, 42); err != nil {
 		t.Fatal(err)
 	}
 	p := newPoolFor(t, sim, worker.Config{Accounts: []worker.Account{

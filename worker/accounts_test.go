@@ -107,7 +107,7 @@ func TestAccountsSpreadABurst(t *testing.T) {
 	for _, n := range []string{"a", "b", "c"} {
 		// Even, give or take which gate frees up first: none gets under half or over one and a
 		// half times its share.
-		if got := sim.AccountStats(n).Completed; got < 5 || got > 15 {
+		if got := sim.Accounts.Stats(n).Completed; got < 5 || got > 15 {
 			t.Errorf("account %s completed %d of the 30, want about 10 (a burst spreads over the accounts)", n, got)
 		}
 	}
@@ -121,7 +121,7 @@ func TestAccountsMoveOnUsageLimit(t *testing.T) {
 		t.Run(fmt.Sprintf("stream=%v", stream), func(t *testing.T) {
 			hour := codextest.Window{Length: time.Hour, Budget: 100}
 			sim := newAccountsSim(t, codextest.Options{Words: 3}, simAccount("a", hour), simAccount("b", hour))
-			if err := sim.SetUsage("a", 0, 100); err != nil {
+			if err := sim.Accounts.SetUsage("a", 0, 100); err != nil {
 				t.Fatal(err)
 			}
 			w := newAccountsWorker(t, sim, worker.Config{}, "a", "b")
@@ -148,11 +148,11 @@ func TestAccountsMoveOnUsageLimit(t *testing.T) {
 			if stream && (len(types) == 0 || types[0] != "response.created" || types[len(types)-1] != "response.completed") {
 				t.Errorf("stream events %v, want response.created ... response.completed and no error event", types)
 			}
-			if a, b := sim.AccountStats("a"), sim.AccountStats("b"); a.UsageLimited != 1 || b.Completed != 1 {
+			if a, b := sim.Accounts.Stats("a"), sim.Accounts.Stats("b"); a.UsageLimited != 1 || b.Completed != 1 {
 				t.Errorf("a refused %d, b completed %d; want 1 and 1", a.UsageLimited, b.Completed)
 			}
 			st := accountStats(w, "a")
-			reset := sim.AccountStats("a").Windows[0].ResetAt
+			reset := sim.Accounts.Stats("a").Windows[0].ResetAt
 			if !st.CoolingDown || st.CooldownUntil.Before(reset.Add(-time.Second)) || st.CooldownUntil.After(reset.Add(2*time.Second)) {
 				t.Errorf("account a: cooling %v until %s, want cooling until its window's reset %s", st.CoolingDown, st.CooldownUntil, reset)
 			}
@@ -165,7 +165,7 @@ func TestAccountsMoveOnUsageLimit(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if a := sim.AccountStats("a"); a.UsageLimited != 1 || a.Responses != 0 {
+			if a := sim.Accounts.Stats("a"); a.UsageLimited != 1 || a.Responses != 0 {
 				t.Errorf("a: %d more refusals, %d responses; want none while it cools down", a.UsageLimited-1, a.Responses)
 			}
 		})
@@ -222,9 +222,9 @@ func TestAccountsSmallBudget(t *testing.T) {
 		}
 		ok++
 	}
-	small := sim.AccountStats("small")
+	small := sim.Accounts.Stats("small")
 	t.Logf("90 requests: %d ok; small completed %d (budget %d), refused %d; big1 %d, big2 %d",
-		ok, small.Completed, budget, small.UsageLimited, sim.AccountStats("big1").Completed, sim.AccountStats("big2").Completed)
+		ok, small.Completed, budget, small.UsageLimited, sim.Accounts.Stats("big1").Completed, sim.Accounts.Stats("big2").Completed)
 	if ok != 90 {
 		t.Errorf("%d of 90 succeeded, want 90", ok)
 	}
@@ -260,8 +260,8 @@ func TestAccountsAllExhausted(t *testing.T) {
 	}
 
 	before := sim.Stats()
-	earliest := sim.AccountStats("a").Windows[0].ResetAt
-	if r := sim.AccountStats("b").Windows[0].ResetAt; r.Before(earliest) {
+	earliest := sim.Accounts.Stats("a").Windows[0].ResetAt
+	if r := sim.Accounts.Stats("b").Windows[0].ResetAt; r.Before(earliest) {
 		earliest = r
 	}
 	start := time.Now()
@@ -312,7 +312,7 @@ func TestAccountsPromptCacheKey(t *testing.T) {
 	if err := generate(ctx, w, "first", `,"prompt_cache_key":"k1"`); err != nil {
 		t.Fatal(err)
 	}
-	if got := sim.AccountStats("a").Completed; got != 1 {
+	if got := sim.Accounts.Stats("a").Completed; got != 1 {
 		t.Fatalf("the first request went to b, want a (the first account when nothing is known)")
 	}
 	// A slow request keeps account a busy, so load alone would pick b.
@@ -336,7 +336,7 @@ func TestAccountsPromptCacheKey(t *testing.T) {
 	if err := <-slow; err != nil {
 		t.Fatal(err)
 	}
-	if a, b := sim.AccountStats("a").Completed, sim.AccountStats("b").Completed; a != 3 || b != 1 {
+	if a, b := sim.Accounts.Stats("a").Completed, sim.Accounts.Stats("b").Completed; a != 3 || b != 1 {
 		t.Errorf("a completed %d, b %d; want 3 (first, slow, same key) and 1 (other key)", a, b)
 	}
 }
@@ -346,7 +346,7 @@ func TestAccountsPromptCacheKey(t *testing.T) {
 func TestAccountsMaxUsedPercent(t *testing.T) {
 	hour := codextest.Window{Length: time.Hour, Budget: 100}
 	sim := newAccountsSim(t, codextest.Options{Words: 3}, simAccount("a", hour), simAccount("b", hour))
-	if err := sim.SetUsage("a", 0, 60); err != nil {
+	if err := sim.Accounts.SetUsage("a", 0, 60); err != nil {
 		t.Fatal(err)
 	}
 	w := newAccountsWorker(t, sim, worker.Config{Accounts: []worker.Account{
@@ -358,7 +358,7 @@ func TestAccountsMaxUsedPercent(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if a, b := sim.AccountStats("a").Completed, sim.AccountStats("b").Completed; a != 1 || b != 5 {
+	if a, b := sim.Accounts.Stats("a").Completed, sim.Accounts.Stats("b").Completed; a != 1 || b != 5 {
 		t.Errorf("a completed %d, b %d; want 1 (the request that learned a is at 60%%) and 5", a, b)
 	}
 	if st := accountStats(w, "a"); !st.CoolingDown || len(st.Windows) != 1 || st.Windows[0].UsedPercent < 60 {
@@ -508,7 +508,7 @@ func TestAccountsStreamKeepsOtherErrorEvents(t *testing.T) {
 func TestAccountsMoveOnUpgrade429(t *testing.T) {
 	sim := newAccountsSim(t, codextest.Options{}, simAccount("a"), simAccount("b"))
 	w := newAccountsWorker(t, sim, worker.Config{Cooldown: time.Hour}, "a", "b")
-	sim.RejectNext(1, 429, 3*time.Second)
+	sim.Faults.Reject(1, 429, 3*time.Second)
 	if err := generate(testCtx(t), w, "hi", ""); err != nil {
 		t.Fatalf("got %v, want the request moved to b", err)
 	}
@@ -516,7 +516,7 @@ func TestAccountsMoveOnUpgrade429(t *testing.T) {
 	if left := time.Until(st.CooldownUntil); !st.CoolingDown || left > 3*time.Second || left < 2*time.Second {
 		t.Errorf("a: cooling %v for %s more, want about 3s (the Retry-After)", st.CoolingDown, left)
 	}
-	if b := sim.AccountStats("b").Completed; b != 1 {
+	if b := sim.Accounts.Stats("b").Completed; b != 1 {
 		t.Errorf("b completed %d, want 1", b)
 	}
 }
@@ -526,7 +526,7 @@ func TestAccountsMoveOnUpgrade429(t *testing.T) {
 func TestAccountsStatsData(t *testing.T) {
 	hour := codextest.Window{Length: time.Hour, Budget: 100}
 	sim := newAccountsSim(t, codextest.Options{}, simAccount("a", hour), simAccount("b", hour))
-	if err := sim.SetUsage("a", 0, 100); err != nil {
+	if err := sim.Accounts.SetUsage("a", 0, 100); err != nil {
 		t.Fatal(err)
 	}
 	w := newAccountsWorker(t, sim, worker.Config{}, "a", "b")

@@ -15,7 +15,7 @@ import (
 // Run with -race.
 func TestClosedOriginSharedErrorNoRace(t *testing.T) {
 	sim := newAccountsSim(t, codextest.Options{}, simAccount("a"))
-	sim.RejectNext(1000000, 403, 0)
+	sim.Faults.Reject(1000000, 403, 0)
 	w := newAccountsWorker(t, sim, worker.Config{Policy: gate.Policy{ForbiddenBudget: 2 * time.Second}}, "a")
 	ctx := testCtx(t)
 	for range 3 {

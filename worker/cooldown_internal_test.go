@@ -20,7 +20,7 @@ func TestCooldownSurvivesLowUsageHeaders(t *testing.T) {
 		{Name: "b", Token: "tok-b-0123456789", Windows: []codextest.Window{hour}},
 	}})
 	t.Cleanup(sim.Close)
-	if err := sim.SetUsage("a", 0, 100); err != nil {
+	if err := sim.Accounts.SetUsage("a", 0, 100); err != nil {
 		t.Fatal(err)
 	}
 	w, err := New(Config{URL: sim.URL, Accounts: []Account{
@@ -47,16 +47,16 @@ func TestCooldownSurvivesLowUsageHeaders(t *testing.T) {
 
 	// The origin now says a is almost unused: a fresh socket's 101 headers and the event before
 	// its response both report 1%.
-	if err := sim.SetUsage("a", 0, 1); err != nil {
+	if err := sim.Accounts.SetUsage("a", 0, 1); err != nil {
 		t.Fatal(err)
 	}
 	// Straight through a's own client (the router would not send anything to a): a new socket,
 	// since the refused one was closed, so the reports come through the real hook.
-	direct := sim.AccountStats("a").UpgradesAccepted
+	direct := sim.Accounts.Stats("a").UpgradesAccepted
 	if _, err := a.codex.Generate(ctx, []byte(`{"type":"response.create","model":"m","input":"direct"}`), nil); err != nil {
 		t.Fatal(err)
 	}
-	if got := sim.AccountStats("a").UpgradesAccepted; got != direct+1 {
+	if got := sim.Accounts.Stats("a").UpgradesAccepted; got != direct+1 {
 		t.Fatalf("upgrades of a %d, want %d: the low-usage headers did not arrive", got, direct+1)
 	}
 	after := w.AccountStats()[0]
@@ -67,13 +67,13 @@ func TestCooldownSurvivesLowUsageHeaders(t *testing.T) {
 		t.Fatalf("after the low-usage reports: cooling %v until %s, want still cooling until %s",
 			after.CoolingDown, after.CooldownUntil, cooling.CooldownUntil)
 	}
-	completed := sim.AccountStats("a").Completed
+	completed := sim.Accounts.Stats("a").Completed
 	for range 5 {
 		if _, err := w.Generate(ctx, req, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if got := sim.AccountStats("a").Completed; got != completed {
+	if got := sim.Accounts.Stats("a").Completed; got != completed {
 		t.Errorf("a completed %d more requests while cooling down, want none", got-completed)
 	}
 }

@@ -136,8 +136,8 @@ func TestE2EAccountsAllExhausted(t *testing.T) {
 	if served != 4 || !ok || e.Code != schemas.CodeUpstreamRateLimited {
 		t.Fatalf("after %d successes: %v; want 4 successes, then 429 upstream_rate_limited", served, err)
 	}
-	earliest := c.sim.AccountStats("a").Windows[0].ResetAt
-	if r := c.sim.AccountStats("b").Windows[0].ResetAt; r.Before(earliest) {
+	earliest := c.sim.Accounts.Stats("a").Windows[0].ResetAt
+	if r := c.sim.Accounts.Stats("b").Windows[0].ResetAt; r.Before(earliest) {
 		earliest = r
 	}
 	before := c.sim.Stats()

@@ -79,7 +79,7 @@ func benchFlags(fs *flags) (*benchOptions, func() error) {
 	accountsFile := fs.String("accounts", "", "the simulator's accounts file (as for sim --accounts; every account needs a token); the workers get them as CODEXPOOL_ACCOUNTS")
 	acctCounts := fs.String("account-counts", "", "with --accounts: run each scenario with the workers using the first N accounts, for each N of this comma list (e.g. 1,2; default all)")
 	cfg.Sim = codextest.Options{Latency: time.Second}
-	cfg.Sim.BindFlags(fs.FlagSet)
+	bindSimFlags(fs.FlagSet, &cfg.Sim)
 	return o, func() error {
 		var err error
 		if *accountsFile != "" {

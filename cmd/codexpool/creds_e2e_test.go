@@ -41,7 +41,7 @@ func loginCluster(t *testing.T, life, refreshLatency time.Duration, jetStream bo
 // writeLoginFile writes a new login of alice to path.
 func writeLoginFile(t *testing.T, sim *codextest.Server, paths ...string) codextest.Login {
 	t.Helper()
-	l, err := sim.NewLogin("alice")
+	l, err := sim.Logins.Issue("alice")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -292,7 +292,7 @@ func TestE2EHTTPFallback(t *testing.T) {
 	if st.SSEResponses != 20 || st.UpgradesAccepted != 0 {
 		t.Fatalf("origin: %d HTTP responses, %d upgrades; want 20 and 0", st.SSEResponses, st.UpgradesAccepted)
 	}
-	c.sim.SetWSOff(false)
+	c.sim.Limits.SetWSOff(false)
 	allowed := time.Now()
 	for c.sim.Stats().UpgradesAccepted == 0 {
 		if time.Since(allowed) > retry+5*time.Second {

@@ -315,11 +315,11 @@ func TestE2EErrors(t *testing.T) {
 		{name: "previous_response_id", payload: request("hi", map[string]any{"previous_response_id": "resp_1"}), status: 400, code: schemas.CodeInvalidRequest},
 		{name: "bad Codex-Timeout", payload: request("hi", nil), hdr: nats.Header{schemas.HeaderTimeout: []string{"soon"}}, status: 400, code: schemas.CodeInvalidRequest},
 		{name: "too large", payload: request(strings.Repeat("x", 5000), nil), status: 413, code: schemas.CodeRequestTooLarge},
-		{name: "401", setup: func() { c.sim.CloseClientConnections(); c.sim.RejectNext(1, 401, 0) }, payload: request("hi", nil), status: 401, code: schemas.CodeUpstreamUnauthorized},
+		{name: "401", setup: func() { c.sim.CloseClientConnections(); c.sim.Faults.Reject(1, 401, 0) }, payload: request("hi", nil), status: 401, code: schemas.CodeUpstreamUnauthorized},
 		// The adaptive gate retries a 403 until the request's deadline, then returns the last 403.
-		{name: "403 until the deadline", setup: func() { c.sim.CloseClientConnections(); c.sim.RejectNext(1000, 403, 0) }, after: func() { c.sim.Reset() },
+		{name: "403 until the deadline", setup: func() { c.sim.CloseClientConnections(); c.sim.Faults.Reject(1000, 403, 0) }, after: func() { c.sim.Faults.Clear(); c.sim.ResetStats() },
 			payload: request("hi", nil), hdr: nats.Header{schemas.HeaderTimeout: []string{"2s"}}, status: 403, code: schemas.CodeOriginForbidden},
-		{name: "429 upgrade", setup: func() { c.sim.CloseClientConnections(); c.sim.RejectNext(1, 429, 2*time.Second) }, payload: request("hi", nil), status: 429, code: schemas.CodeUpstreamRateLimited},
+		{name: "429 upgrade", setup: func() { c.sim.CloseClientConnections(); c.sim.Faults.Reject(1, 429, 2*time.Second) }, payload: request("hi", nil), status: 429, code: schemas.CodeUpstreamRateLimited},
 		{name: "429 event", payload: request("hi", map[string]any{"metadata": map[string]string{"sim_fault": "error:429"}}), status: 429, code: schemas.CodeUpstreamRateLimited},
 		{name: "response.failed", payload: request("hi", map[string]any{"metadata": map[string]string{"sim_fault": "failed"}}), status: 502, code: schemas.CodeUpstreamError},
 		{name: "drop mid-stream", payload: request("hi", map[string]any{"metadata": map[string]string{"sim_fault": "drop"}}), status: 502, code: schemas.CodeUpstreamError},
@@ -514,7 +514,7 @@ func TestE2EAskCommand(t *testing.T) {
 		t.Fatalf("ask: %v\n%s", err, out)
 	}
 	// A failure exits non-zero with the error.
-	c.sim.FaultNext(1, codextest.Fault("failed"))
+	c.sim.Faults.Next(codextest.AtResponse, 1, codextest.Fault("failed"))
 	out, err = exec.Command(binPath, "ask", "--nats", c.url, "fail please").CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "upstream_error") {
 		t.Fatalf("ask on failure: err %v, output %q; want non-zero exit naming upstream_error", err, out)

@@ -334,21 +334,21 @@ func TestFaultsOrigin(t *testing.T) {
 
 	const fast, slow = 10 * time.Second, 15 * time.Second
 	tests := []faultCase{
-		{fault: "401 upgrade", setup: func() { fresh(); c.sim.RejectNext(1, 401, 0) }, status: 401, code: schemas.CodeUpstreamUnauthorized, max: fast},
-		{fault: "401 upgrade", stream: true, setup: func() { fresh(); c.sim.RejectNext(1, 401, 0) }, status: 401, code: schemas.CodeUpstreamUnauthorized, max: fast},
-		{fault: "426 upgrade (answered over HTTP streaming)", setup: func() { fresh(); c.sim.RejectNext(1, 426, 0) }, max: fast},
-		{fault: "429 upgrade + Retry-After 2s", setup: func() { fresh(); c.sim.RejectNext(1, 429, 2*time.Second) }, status: 429, code: schemas.CodeUpstreamRateLimited, max: fast,
+		{fault: "401 upgrade", setup: func() { fresh(); c.sim.Faults.Reject(1, 401, 0) }, status: 401, code: schemas.CodeUpstreamUnauthorized, max: fast},
+		{fault: "401 upgrade", stream: true, setup: func() { fresh(); c.sim.Faults.Reject(1, 401, 0) }, status: 401, code: schemas.CodeUpstreamUnauthorized, max: fast},
+		{fault: "426 upgrade (answered over HTTP streaming)", setup: func() { fresh(); c.sim.Faults.Reject(1, 426, 0) }, max: fast},
+		{fault: "429 upgrade + Retry-After 2s", setup: func() { fresh(); c.sim.Faults.Reject(1, 429, 2*time.Second) }, status: 429, code: schemas.CodeUpstreamRateLimited, max: fast,
 			check: func(t *testing.T, o outcome) {
 				if o.retryAfter < 2*time.Second {
 					t.Errorf("retry_after = %s, want >= 2s", o.retryAfter)
 				}
 			}},
-		{fault: "500 upgrade", setup: func() { fresh(); c.sim.RejectNext(1, 500, 0) }, status: 502, code: schemas.CodeUpstreamError, max: fast},
-		{fault: "502 upgrade", setup: func() { fresh(); c.sim.RejectNext(1, 502, 0) }, status: 502, code: schemas.CodeUpstreamError, max: fast},
-		{fault: "handshake never answers (connect 1s)", setup: func() { fresh(); c.sim.InjectUpgradeFault(1, codextest.FaultHangUpgrade) }, status: 504, code: schemas.CodeUpstreamTimeout, max: slow},
-		{fault: "TCP drop during upgrade", setup: func() { fresh(); c.sim.InjectUpgradeFault(1, codextest.FaultDrop) }, status: 502, code: schemas.CodeUpstreamError, max: fast},
-		{fault: "101 then Close 1008", setup: func() { fresh(); c.sim.InjectUpgradeFault(1, codextest.FaultClose1008) }, status: 502, code: schemas.CodeUpstreamError, max: fast},
-		{fault: "101 then Close 1008", stream: true, setup: func() { fresh(); c.sim.InjectUpgradeFault(1, codextest.FaultClose1008) }, status: 502, code: schemas.CodeUpstreamError, max: fast},
+		{fault: "500 upgrade", setup: func() { fresh(); c.sim.Faults.Reject(1, 500, 0) }, status: 502, code: schemas.CodeUpstreamError, max: fast},
+		{fault: "502 upgrade", setup: func() { fresh(); c.sim.Faults.Reject(1, 502, 0) }, status: 502, code: schemas.CodeUpstreamError, max: fast},
+		{fault: "handshake never answers (connect 1s)", setup: func() { fresh(); c.sim.Faults.Next(codextest.AtUpgrade, 1, codextest.FaultHangUpgrade) }, status: 504, code: schemas.CodeUpstreamTimeout, max: slow},
+		{fault: "TCP drop during upgrade", setup: func() { fresh(); c.sim.Faults.Next(codextest.AtUpgrade, 1, codextest.FaultDrop) }, status: 502, code: schemas.CodeUpstreamError, max: fast},
+		{fault: "101 then Close 1008", setup: func() { fresh(); c.sim.Faults.Next(codextest.AtUpgrade, 1, codextest.FaultClose1008) }, status: 502, code: schemas.CodeUpstreamError, max: fast},
+		{fault: "101 then Close 1008", stream: true, setup: func() { fresh(); c.sim.Faults.Next(codextest.AtUpgrade, 1, codextest.FaultClose1008) }, status: 502, code: schemas.CodeUpstreamError, max: fast},
 		{fault: "drop mid-stream", extra: md("sim_fault", "drop"), status: 502, code: schemas.CodeUpstreamError, max: fast},
 		{fault: "drop mid-stream", stream: true, extra: md("sim_fault", "drop"), status: 502, code: schemas.CodeUpstreamError, max: fast},
 		{fault: "stall after first event (idle 1s)", extra: md("sim_fault", "stall"), status: 504, code: schemas.CodeUpstreamTimeout, max: slow},
@@ -371,12 +371,12 @@ func TestFaultsOrigin(t *testing.T) {
 		{fault: "response.failed", stream: true, extra: md("sim_fault", "failed"), status: 502, code: schemas.CodeUpstreamError, up: "server_error", max: fast},
 		{fault: "response.incomplete", extra: md("sim_fault", "incomplete"), status: 502, code: schemas.CodeUpstreamError, up: "max_output_tokens", max: fast},
 		{fault: "response.incomplete", stream: true, extra: md("sim_fault", "incomplete"), status: 502, code: schemas.CodeUpstreamError, up: "max_output_tokens", max: fast},
-		{fault: "conn limit on a pooled socket (retried)", setup: func() { c.sim.FaultNext(1, codextest.FaultConnLimit) }, max: fast},
-		{fault: "conn limit on a pooled socket (retried)", stream: true, setup: func() { c.sim.FaultNext(1, codextest.FaultConnLimit) }, max: fast},
+		{fault: "conn limit on a pooled socket (retried)", setup: func() { c.sim.Faults.Next(codextest.AtResponse, 1, codextest.FaultConnLimit) }, max: fast},
+		{fault: "conn limit on a pooled socket (retried)", stream: true, setup: func() { c.sim.Faults.Next(codextest.AtResponse, 1, codextest.FaultConnLimit) }, max: fast},
 		{fault: "pooled socket dropped while idle (retried)", setup: fresh, max: fast},
 		// The origin's event and Close race the request's write: the event's 400, or 502 for a
 		// socket closed before a terminal event. Never retried: the socket was fresh.
-		{fault: "conn limit on a fresh socket", setup: func() { fresh(); c.sim.InjectUpgradeFault(1, codextest.FaultConnLimit) }, status: 400, orStatus: 502, code: schemas.CodeUpstreamError, max: fast},
+		{fault: "conn limit on a fresh socket", setup: func() { fresh(); c.sim.Faults.Next(codextest.AtUpgrade, 1, codextest.FaultConnLimit) }, status: 400, orStatus: 502, code: schemas.CodeUpstreamError, max: fast},
 	}
 	var rows []faultRow
 	for i, tt := range tests {
@@ -418,9 +418,10 @@ func TestFaults403(t *testing.T) {
 	var rows []faultRow
 	// A 403 storm: 20 requests at once on fresh sockets, the next 10 upgrades rejected. None hangs.
 	t.Run("403 storm", func(t *testing.T) {
-		c.sim.Reset()
+		c.sim.Faults.Clear()
+		c.sim.ResetStats()
 		c.sim.CloseClientConnections()
-		c.sim.RejectNext(10, 403, 0)
+		c.sim.Faults.Reject(10, 403, 0)
 		const n = 20
 		var mu sync.Mutex
 		counts := map[string]int{}
@@ -448,7 +449,8 @@ func TestFaults403(t *testing.T) {
 			}()
 		}
 		wg.Wait()
-		c.sim.Reset()
+		c.sim.Faults.Clear()
+		c.sim.ResetStats()
 		var got []string
 		for k, v := range counts {
 			got = append(got, fmt.Sprintf("%d× %s", v, k))
@@ -470,12 +472,13 @@ func TestFaults403(t *testing.T) {
 	// the single-request 403 cases come last and allow for it.
 	const paced = 60 * time.Second
 	for i, tt := range []faultCase{
-		{fault: "403 once (retried)", setup: func() { fresh(); c.sim.RejectNext(1, 403, 0) }, max: paced},
-		{fault: "403 x3 (more than the retry)", setup: func() { fresh(); c.sim.RejectNext(3, 403, 0) }, status: 403, code: schemas.CodeOriginForbidden, orSuccess: true, max: paced},
+		{fault: "403 once (retried)", setup: func() { fresh(); c.sim.Faults.Reject(1, 403, 0) }, max: paced},
+		{fault: "403 x3 (more than the retry)", setup: func() { fresh(); c.sim.Faults.Reject(3, 403, 0) }, status: 403, code: schemas.CodeOriginForbidden, orSuccess: true, max: paced},
 	} {
 		runFaultCase(t, c, &rows, i, tt)
 	}
-	c.sim.Reset()
+	c.sim.Faults.Clear()
+	c.sim.ResetStats()
 	logFaultTable(t, "403 faults:", rows)
 	if _, err := c.client.Generate(ctxT(t, 60*time.Second), request("after the 403s", nil), nil); err != nil {
 		t.Fatalf("after the 403s: %v", err)

@@ -339,7 +339,7 @@ func TestE2EAskCtrlC(t *testing.T) {
 func TestE2EClosedOrigin(t *testing.T) {
 	c := newCluster(t, codextest.Options{})
 	c.startWorker("w-closed", "CODEXPOOL_WS_REUSE=false")
-	c.sim.RejectNext(1<<30, 403, 0)
+	c.sim.Faults.Reject(1<<30, 403, 0)
 	raw := func(input string) (*nats.Msg, time.Duration) {
 		start := time.Now()
 		m, err := c.nc.RequestMsg(&nats.Msg{Subject: "codex.generate", Data: request(input, nil), Header: nats.Header{}}, 30*time.Second)
@@ -379,7 +379,8 @@ func TestE2EClosedOrigin(t *testing.T) {
 		t.Errorf("50 concurrent: %d not 403, slowest %s, %d attempts; want all 403 within 10 s, <= 15 attempts",
 			not403.Load(), time.Duration(slowest.Load()), attempts)
 	}
-	c.sim.Reset() // the origin opens again
+	c.sim.Faults.Clear()
+	c.sim.ResetStats() // the origin opens again
 	m, took = raw("after reopening")
 	if m == nil || m.Header.Get("Nats-Service-Error-Code") != "" || took > 10*time.Second {
 		t.Errorf("after the origin reopened: %v after %s, want success within 10 s", m, took)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -51,7 +52,7 @@ func runSim(ctx context.Context, e env, args []string) error {
 	fs := newFlags(e, "sim", "sim [--addr HOST:PORT] [flags]", simTrailer)
 	addr := fs.String("addr", "127.0.0.1:8090", "listen address")
 	var opts codextest.Options
-	opts.BindFlags(fs.FlagSet)
+	bindSimFlags(fs.FlagSet, &opts)
 	accountsFile := fs.String("accounts", "", "accounts file (YAML or JSON list; see below)")
 	var logins []loginTarget
 	fs.Func("write-login", "at start, write the auth.json of a new login of account NAME to PATH, given as `NAME=PATH` (mode 0600; repeatable)", func(v string) error {
@@ -65,17 +66,8 @@ func runSim(ctx context.Context, e env, args []string) error {
 	if err := fs.parse(e, args); err != nil {
 		return err
 	}
-	if *accountsFile != "" {
-		accts, err := codextest.LoadAccounts(*accountsFile)
-		if err != nil {
-			return exitError{code: 2, msg: "sim: --accounts: " + err.Error()}
-		}
-		opts.Accounts = accts
-	}
-	for _, l := range logins {
-		if !hasAccount(opts.Accounts, l.account) {
-			return exitError{code: 2, msg: fmt.Sprintf("sim: --write-login: no account %q (see --accounts)", l.account)}
-		}
+	if err := simAccounts(&opts, *accountsFile, logins); err != nil {
+		return err
 	}
 	srv, err := codextest.Listen(*addr, opts)
 	if err != nil {
@@ -92,7 +84,49 @@ func runSim(ctx context.Context, e env, args []string) error {
 	for _, l := range logins {
 		fmt.Fprintf(e.stdout, "codexpool sim: login for %s written to %s\n", l.account, l.path)
 	}
+	serveSim(ctx, e, srv)
+	return nil
+}
 
+// bindSimFlags registers the simulator's options as flags on fs, with the current field values
+// as defaults: --latency --ttft --words --upgrade-rate --upgrade-burst --retry-after --max-conns
+// --max-conn-age --token --token-lifetime --refresh-latency --ws-off. Accounts have no flag:
+// see codextest.LoadAccounts. `codexpool bench` binds the same flags.
+func bindSimFlags(fs *flag.FlagSet, o *codextest.Options) {
+	fs.DurationVar(&o.Latency, "latency", o.Latency, "time from response.create to response.completed")
+	fs.DurationVar(&o.TTFT, "ttft", o.TTFT, "time to the first text delta (0 = evenly spaced)")
+	fs.IntVar(&o.Words, "words", o.Words, "answer length in words (0 = 8)")
+	fs.Float64Var(&o.UpgradeRate, "upgrade-rate", o.UpgradeRate, "new WebSocket upgrades accepted per second, above it 403 (0 = unlimited)")
+	fs.IntVar(&o.UpgradeBurst, "upgrade-burst", o.UpgradeBurst, "upgrade token bucket size (0 = max(1, ceil(rate)))")
+	fs.DurationVar(&o.RetryAfter, "retry-after", o.RetryAfter, "Retry-After sent with rate-limit 403s (0 = none)")
+	fs.IntVar(&o.MaxConns, "max-conns", o.MaxConns, "open socket cap, above it 503 (0 = unlimited)")
+	fs.DurationVar(&o.MaxConnAge, "max-conn-age", o.MaxConnAge, "socket lifetime before websocket_connection_limit_reached (0 = never)")
+	fs.StringVar(&o.Token, "token", o.Token, "required bearer token (empty = any; ignored with accounts)")
+	fs.DurationVar(&o.TokenLifetime, "token-lifetime", o.TokenLifetime, "lifetime of issued access tokens (0 = 1h)")
+	fs.DurationVar(&o.RefreshLatency, "refresh-latency", o.RefreshLatency, "delay of every /oauth/token answer (0 = none)")
+	fs.BoolVar(&o.WSOff, "ws-off", o.WSOff, "answer every WebSocket upgrade with 426; HTTP streaming keeps working")
+}
+
+// simAccounts loads --accounts into opts and checks that every --write-login names one of them.
+func simAccounts(opts *codextest.Options, file string, logins []loginTarget) error {
+	if file != "" {
+		accts, err := codextest.LoadAccounts(file)
+		if err != nil {
+			return exitError{code: 2, msg: "sim: --accounts: " + err.Error()}
+		}
+		opts.Accounts = accts
+	}
+	for _, l := range logins {
+		if !hasAccount(opts.Accounts, l.account) {
+			return exitError{code: 2, msg: fmt.Sprintf("sim: --write-login: no account %q (see --accounts)", l.account)}
+		}
+	}
+	return nil
+}
+
+// serveSim prints the stats on SIGUSR1 until ctx ends, then closes srv and prints them a last
+// time.
+func serveSim(ctx context.Context, e env, srv *codextest.Server) {
 	usr1 := make(chan os.Signal, 1)
 	signal.Notify(usr1, syscall.SIGUSR1)
 	defer signal.Stop(usr1)
@@ -107,7 +141,7 @@ func runSim(ctx context.Context, e env, args []string) error {
 		case <-ctx.Done():
 			srv.Close()
 			printStats("final stats")
-			return nil
+			return
 		}
 	}
 }
@@ -125,7 +159,7 @@ func hasAccount(accts []codextest.Account, name string) bool {
 // directory, renamed), so a worker watching the file never reads half of it; the file is 0600
 // because it holds credentials.
 func writeLogin(srv *codextest.Server, l loginTarget) error {
-	login, err := srv.NewLogin(l.account)
+	login, err := srv.Logins.Issue(l.account)
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"flag"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/codexpool/codexpool/internal/testutil"
+	"github.com/codexpool/codexpool/worker/codextest"
 )
 
 // TestSimFlagErrors: bad --accounts files and --write-login values fail with exit code 2 and a
@@ -165,5 +167,42 @@ func TestSimAccountsAndLogin(t *testing.T) {
 	out := stdout.String()
 	if !strings.Contains(out, "final stats") || !strings.Contains(out, `"sse_responses":1`) || !strings.Contains(out, `"upgrades_426":1`) {
 		t.Errorf("final stats %q, want 1 SSE response and 1 upgrade refused with 426", out)
+	}
+}
+
+// TestBindSimFlags: every simulator flag lands in its Options field.
+func TestBindSimFlags(t *testing.T) {
+	o := codextest.Options{Words: 5}
+	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
+	bindSimFlags(fs, &o)
+	err := fs.Parse([]string{"--latency=2s", "--ttft=300ms", "--upgrade-rate=5", "--upgrade-burst=7",
+		"--retry-after=1s", "--max-conns=9", "--max-conn-age=1h", "--token=t0k",
+		"--token-lifetime=5m", "--refresh-latency=20ms", "--ws-off"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := codextest.Options{Latency: 2 * time.Second, TTFT: 300 * time.Millisecond, Words: 5, UpgradeRate: 5,
+		UpgradeBurst: 7, RetryAfter: time.Second, MaxConns: 9, MaxConnAge: time.Hour, Token: "t0k",
+		TokenLifetime: 5 * time.Minute, RefreshLatency: 20 * time.Millisecond, WSOff: true}
+	if got := o; got.Latency != want.Latency || got.TTFT != want.TTFT || got.Words != want.Words ||
+		got.UpgradeRate != want.UpgradeRate || got.UpgradeBurst != want.UpgradeBurst || got.RetryAfter != want.RetryAfter ||
+		got.MaxConns != want.MaxConns || got.MaxConnAge != want.MaxConnAge || got.Token != want.Token ||
+		got.TokenLifetime != want.TokenLifetime || got.RefreshLatency != want.RefreshLatency || got.WSOff != want.WSOff {
+		t.Errorf("after flags %+v, want %+v", got, want)
+	}
+}
+
+// TestSimHelpListsEveryFlag: `sim --help` documents every flag it parses, the simulator's own
+// included, so moving their binding cannot drop one from the usage.
+func TestSimHelpListsEveryFlag(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	_ = run(context.Background(), []string{"sim", "--help"}, func(string) string { return "" }, strings.NewReader(""), &stdout, &stderr)
+	help := stdout.String() + stderr.String()
+	for _, f := range []string{"addr", "accounts", "write-login", "latency", "ttft", "words", "upgrade-rate",
+		"upgrade-burst", "retry-after", "max-conns", "max-conn-age", "token", "token-lifetime",
+		"refresh-latency", "ws-off"} {
+		if !strings.Contains(help, "\n  -"+f+" ") && !strings.Contains(help, "\n  -"+f+"\n") {
+			t.Errorf("sim --help does not list -%s:\n%s", f, help)
+		}
 	}
 }

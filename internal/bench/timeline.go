@@ -82,7 +82,7 @@ func startTimeline(srv *codextest.Server, schedule []LimitChange) *timeline {
 			}
 			el := time.Since(start)
 			for next < len(schedule) && el >= schedule[next].At {
-				srv.SetUpgradeLimit(schedule[next].Rate, schedule[next].Burst)
+				srv.Limits.SetUpgradeRate("", schedule[next].Rate, schedule[next].Burst)
 				next++
 			}
 			if el >= time.Duration(sec)*time.Second {

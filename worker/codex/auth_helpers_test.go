@@ -128,7 +128,7 @@ func newLoginSimWith(t *testing.T, opts codextest.Options) *codextest.Server {
 // field, mode 0640, and returns its path and the login.
 func writeLogin(t *testing.T, srv *codextest.Server, dir, name string) (string, codextest.Login) {
 	t.Helper()
-	l, err := srv.NewLogin(alice)
+	l, err := srv.Logins.Issue(alice)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -191,7 +191,7 @@ func TestAuthReloadsTheFile(t *testing.T) {
 	srv := newLoginSim(t, time.Hour)
 	path, _ := writeLogin(t, srv, t.TempDir(), "auth.json")
 	a := openAuth(t, srv, path, AuthConfig{})
-	l2, _ := srv.NewLogin(alice)
+	l2, _ := srv.Logins.Issue(alice)
 	writeAuthJSON(t, path, l2)
 	waitFor(t, "the new login", func() bool { return mustCreds(t, a).Token == l2.AccessToken })
 	if st := a.Stats(); st.Reloads != 1 {
@@ -214,7 +214,7 @@ func TestAuthUnauthorizedRereadsFirst(t *testing.T) {
 	path, l := writeLogin(t, srv, t.TempDir(), "auth.json")
 	a := openAuth(t, srv, path, AuthConfig{Poll: time.Hour})
 	old := mustCreds(t, a)
-	l2, _ := srv.NewLogin(alice)
+	l2, _ := srv.Logins.Issue(alice)
 	writeAuthJSON(t, path, l2)
 	got, err := a.Unauthorized(context.Background(), old)
 	if err != nil || got.Token != l2.AccessToken {
@@ -263,7 +263,7 @@ func TestClientRetries401WithARefreshedToken(t *testing.T) {
 	for _, wsOff := range []bool{false, true} {
 		t.Run(fmt.Sprintf("ws_off=%v", wsOff), func(t *testing.T) {
 			srv := newLoginSim(t, time.Hour)
-			srv.SetWSOff(wsOff)
+			srv.Limits.SetWSOff(wsOff)
 			path, l := writeLogin(t, srv, t.TempDir(), "auth.json")
 			l.AccessToken = "opaque-token-the-origin-refuses" // no exp: no proactive refresh
 			writeAuthJSON(t, path, l)
@@ -312,7 +312,7 @@ func TestAuthPermanentRefusalTakesTheAccountOut(t *testing.T) {
 	if n := strings.Count(logs.String(), "account out of service"); n != 1 {
 		t.Errorf("%d out-of-service log lines, want 1", n)
 	}
-	l2, _ := srv.NewLogin(alice)
+	l2, _ := srv.Logins.Issue(alice)
 	writeAuthJSON(t, path, l2)
 	waitFor(t, "the account to come back", func() bool { _, err := a.Credentials(); return err == nil })
 	if _, err := c.Generate(context.Background(), createFrame("hi", nil), nil); err != nil {
@@ -356,7 +356,7 @@ func TestAuthHostileTokenEndpoint(t *testing.T) {
 			log, logs := logBuffer()
 			a := openAuth(t, srv, path, AuthConfig{Logger: log, RefreshTimeout: 300 * time.Millisecond})
 			old := mustCreds(t, a)
-			srv.RefreshFaultNext(1, tc.fault)
+			srv.Faults.Refresh(1, tc.fault)
 			_, err := a.Unauthorized(context.Background(), old)
 			if tc.fault == codextest.RefreshFaultNoRefresh {
 				if err != nil {
@@ -418,12 +418,12 @@ func TestAuthTimedOutRefreshIsNotRetriedBlindly(t *testing.T) {
 	srv := newLoginSim(t, time.Hour)
 	path, _ := writeLogin(t, srv, t.TempDir(), "auth.json")
 	a := openAuth(t, srv, path, AuthConfig{RefreshTimeout: 200 * time.Millisecond, Poll: time.Hour})
-	srv.RefreshFaultNext(1, codextest.RefreshFaultSlow)
+	srv.Faults.Refresh(1, codextest.RefreshFaultSlow)
 	old := mustCreds(t, a)
 	if _, err := a.Unauthorized(context.Background(), old); err == nil {
 		t.Fatal("a timed-out refresh succeeded")
 	}
-	l2, _ := srv.NewLogin(alice) // what the other holder got
+	l2, _ := srv.Logins.Issue(alice) // what the other holder got
 	writeAuthJSON(t, path, l2)
 	a.mu.Lock()
 	a.retryAt = time.Time{}
@@ -544,8 +544,8 @@ func TestSealer(t *testing.T) {
 
 func TestLoginKeyHidesTheIdentity(t *testing.T) {
 	srv := newLoginSim(t, time.Hour)
-	l1, _ := srv.NewLogin(alice)
-	l2, _ := srv.NewLogin(alice)
+	l1, _ := srv.Logins.Issue(alice)
+	l2, _ := srv.Logins.Issue(alice)
 	k1 := loginKey(tokens{IDToken: l1.IDToken, AccessToken: l1.AccessToken, AccountID: l1.AccountID})
 	k2 := loginKey(tokens{IDToken: l2.IDToken, AccessToken: l2.AccessToken, AccountID: l2.AccountID})
 	if k1 == "" || k1 != k2 {

@@ -294,7 +294,7 @@ func TestPooledSocketFailureBeforeFirstEventIsRetried(t *testing.T) {
 			if _, err := c.Generate(context.Background(), createFrame("warm", nil), nil); err != nil {
 				t.Fatalf("Generate: %v", err)
 			}
-			srv.FaultNext(1, fault)
+			srv.Faults.Next(codextest.AtResponse, 1, fault)
 			var types []string
 			res, err := c.Generate(context.Background(), createFrame("hi", nil), func(ev Event) error {
 				types = append(types, ev.Type)
@@ -329,7 +329,7 @@ func TestPooledSocketFailureAfterFirstEventIsNotRetried(t *testing.T) {
 	if _, err := c.Generate(context.Background(), createFrame("warm", nil), nil); err != nil {
 		t.Fatalf("Generate: %v", err)
 	}
-	srv.FaultNext(1, codextest.FaultDrop)
+	srv.Faults.Next(codextest.AtResponse, 1, codextest.FaultDrop)
 	_, err := c.Generate(context.Background(), createFrame("hi", nil), nil)
 	wantError(t, err, 502, schemas.CodeUpstreamError)
 	if st := srv.Stats(); st.UpgradesAccepted != 1 {
@@ -406,7 +406,7 @@ func TestContextEndsGeneration(t *testing.T) {
 		}
 	})
 	t.Run("during upgrade", func(t *testing.T) {
-		srv.InjectUpgradeFault(1, codextest.FaultHangUpgrade)
+		srv.Faults.Next(codextest.AtUpgrade, 1, codextest.FaultHangUpgrade)
 		c2 := newClient(t, srv, Config{})
 		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 		defer cancel()

@@ -87,7 +87,7 @@ func TestHandshakeOutcomes(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := newSim(t, codextest.Options{})
 			c := newClient(t, srv, Config{})
-			srv.RejectNext(1, tc.status, tc.retryAfter)
+			srv.Faults.Reject(1, tc.status, tc.retryAfter)
 			res, err := c.Generate(context.Background(), createFrame("hi", nil), nil)
 			// The Result still tells what happened: one upgrade attempt, no response.
 			if res == nil || res.Attempts != 1 || res.Response != nil || res.Reused {
@@ -117,7 +117,7 @@ func TestForbiddenRetriedAfterCooldown(t *testing.T) {
 	srv := newSim(t, codextest.Options{})
 	g := gate.New(gate.Config{Widen: 10 * time.Millisecond, Max: 50 * time.Millisecond})
 	c := newClient(t, srv, Config{Gate: g, Policy: gate.Policy{ForbiddenCooldown: 30 * time.Millisecond}})
-	srv.RejectNext(1, 403, 0)
+	srv.Faults.Reject(1, 403, 0)
 	res, err := c.Generate(context.Background(), createFrame("hi", nil), nil)
 	if err != nil {
 		t.Fatalf("Generate: %v", err)
@@ -141,7 +141,7 @@ func TestForbiddenRetriedAfterCooldown(t *testing.T) {
 func TestForbiddenTwiceReturnsOriginForbidden(t *testing.T) {
 	srv := newSim(t, codextest.Options{})
 	c := newClient(t, srv, Config{Policy: gate.Policy{ForbiddenCooldown: time.Millisecond}})
-	srv.RejectNext(2, 403, time.Second) // Retry-After 1 s: the cooldown becomes 1 s
+	srv.Faults.Reject(2, 403, time.Second) // Retry-After 1 s: the cooldown becomes 1 s
 	_, err := c.Generate(context.Background(), createFrame("hi", nil), nil)
 	e := wantError(t, err, 403, schemas.CodeOriginForbidden)
 	if e.RetryAfter != time.Second {
@@ -193,7 +193,7 @@ func TestForbiddenStormThroughRateLimit(t *testing.T) {
 func TestConnectTimeout(t *testing.T) {
 	srv := newSim(t, codextest.Options{})
 	c := newClient(t, srv, Config{Policy: gate.Policy{ConnectTimeout: 50 * time.Millisecond}})
-	srv.InjectUpgradeFault(1, codextest.FaultHangUpgrade)
+	srv.Faults.Next(codextest.AtUpgrade, 1, codextest.FaultHangUpgrade)
 	_, err := c.Generate(context.Background(), createFrame("hi", nil), nil)
 	wantError(t, err, 504, schemas.CodeUpstreamTimeout)
 	srv.CloseClientConnections()
@@ -223,7 +223,7 @@ func TestUpgradeDroppedOrClosed(t *testing.T) {
 		t.Run(string(f), func(t *testing.T) {
 			srv := newSim(t, codextest.Options{})
 			c := newClient(t, srv, Config{})
-			srv.InjectUpgradeFault(1, f)
+			srv.Faults.Next(codextest.AtUpgrade, 1, f)
 			_, err := c.Generate(context.Background(), createFrame("hi", nil), nil)
 			wantError(t, err, 502, schemas.CodeUpstreamError)
 		})

@@ -44,7 +44,7 @@ func TestHTTPFallbackOn426(t *testing.T) {
 		t.Fatal(err)
 	}
 	c2 := newClient(t, srv, Config{AccountID: "acct-1"})
-	srv.SetWSOff(true)
+	srv.Limits.SetWSOff(true)
 	for i := range 20 {
 		prompt := fmt.Sprintf("prompt %d", i)
 		var types []string
@@ -116,7 +116,7 @@ func TestHTTPResumesWebSocket(t *testing.T) {
 	if !gen().HTTP {
 		t.Fatal("first generation was not over HTTP")
 	}
-	srv.SetWSOff(false)
+	srv.Limits.SetWSOff(false)
 	allowed := time.Now()
 	for gen().HTTP {
 		if time.Since(allowed) > retry+5*time.Second {
@@ -153,7 +153,7 @@ func TestHTTPErrorStatuses(t *testing.T) {
 			if _, err := c.Generate(context.Background(), createFrame("warm", nil), nil); err != nil {
 				t.Fatal(err)
 			}
-			srv.RejectNext(1, tc.status, tc.retryAfter)
+			srv.Faults.Reject(1, tc.status, tc.retryAfter)
 			res, err := c.Generate(context.Background(), createFrame("hi", nil), nil)
 			e := wantError(t, err, tc.want, tc.code)
 			if e.RetryAfter != tc.retryAfter {

@@ -7,8 +7,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"golang.org/x/time/rate"
 )
 
 // DefaultPlanType is the plan an Account reports when its PlanType is empty.
@@ -16,9 +14,9 @@ const DefaultPlanType = "pro"
 
 // An Account is one ChatGPT account the server knows, set in Options.Accounts. A request is
 // served as the account whose static Token it carries, or whose issued access token
-// ([Server.NewLogin], /oauth/token) it carries.
+// ([Logins.Issue], /oauth/token) it carries.
 type Account struct {
-	// Name identifies the account in Stats, SetUsage, NewLogin and the control endpoints; it is
+	// Name identifies the account in Stats, Accounts.SetUsage, Logins.Issue and the control endpoints; it is
 	// required and unique. Issued tokens carry it as their "sub" claim.
 	Name string
 	// Token is a static bearer token accepted for the account, never expiring. Empty = only
@@ -62,7 +60,7 @@ func (a *Account) planType() string {
 	return a.PlanType
 }
 
-// AccountStats are one account's counters and usage, as returned by [Server.AccountStats], in
+// AccountStats are one account's counters and usage, as returned by [Accounts.Stats], in
 // Stats.Accounts and by GET ControlURL+"/accounts".
 type AccountStats struct {
 	Responses          int64         `json:"responses"`           // responses started for the account, both transports
@@ -90,10 +88,9 @@ type WindowStats struct {
 	ResetAt       time.Time     `json:"reset_at,omitzero"`
 }
 
-// account is an Account with its state.
+// account is an Account with its state. Its upgrade bucket lives in Limits.
 type account struct {
 	Account
-	lim *rate.Limiter // guarded by Server.mu; nil = no per-account limit
 
 	mu      sync.Mutex
 	windows []windowState
@@ -154,9 +151,6 @@ func windowMinutes(d time.Duration) int {
 
 func newAccount(a Account) *account {
 	acct := &account{Account: a}
-	if a.UpgradeRate > 0 && !math.IsInf(a.UpgradeRate, 1) {
-		acct.lim = rate.NewLimiter(rate.Limit(a.UpgradeRate), defaultBurst(a.UpgradeRate, a.UpgradeBurst))
-	}
 	for _, w := range a.Windows {
 		acct.windows = append(acct.windows, windowState{Window: w})
 	}
@@ -164,25 +158,16 @@ func newAccount(a Account) *account {
 }
 
 // use marks a use of the account at now (starting its windows) and returns its usage.
-func (a *account) use(now time.Time) []WindowStats {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	out := make([]WindowStats, len(a.windows))
-	for i := range a.windows {
-		a.windows[i].roll(now)
-		out[i] = a.windows[i].snapshot()
-	}
-	return out
-}
+func (a *account) use(now time.Time) []WindowStats { return a.usage(now, true) }
 
-// usage returns the account's usage at now without starting unused windows.
-func (a *account) usage(now time.Time) []WindowStats {
+// usage returns the account's usage at now, starting unused windows when start is set.
+func (a *account) usage(now time.Time, start bool) []WindowStats {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	out := make([]WindowStats, len(a.windows))
 	for i := range a.windows {
 		w := &a.windows[i]
-		if !w.start.IsZero() {
+		if start || !w.start.IsZero() {
 			w.roll(now)
 		}
 		out[i] = w.snapshot()
@@ -256,7 +241,7 @@ func (a *account) stats(now time.Time) AccountStats {
 		RefreshOK:          c.refreshOK.Load(),
 		RefreshReused:      c.refreshReused.Load(),
 		RefreshInvalidated: c.refreshInvalidated.Load(),
-		Windows:            a.usage(now),
+		Windows:            a.usage(now, false),
 	}
 }
 
@@ -300,42 +285,67 @@ func validateAccounts(accts []Account) error {
 	return nil
 }
 
+// Accounts are the accounts a Server serves ([Server].Accounts), from Options.Accounts: their
+// usage windows and counters. Without Options.Accounts there are none. The set is fixed at
+// start; the methods are safe for concurrent use.
+type Accounts struct {
+	list    []*account // in Options.Accounts order
+	byName  map[string]*account
+	byToken map[string]*account // static tokens
+}
+
+func newAccounts(accts []Account) *Accounts {
+	as := &Accounts{byName: make(map[string]*account, len(accts)), byToken: make(map[string]*account)}
+	for _, a := range accts {
+		acct := newAccount(a)
+		as.byName[a.Name] = acct
+		as.list = append(as.list, acct)
+		if a.Token != "" {
+			as.byToken[a.Token] = acct
+		}
+	}
+	return as
+}
+
+// get returns the named account, nil if unknown.
+func (as *Accounts) get(name string) *account { return as.byName[name] }
+
 // SetUsage sets the used count of the named account's window (an index into its
 // Account.Windows) in the window's current period, starting the window if it was unused; at the
 // window's Budget the account is exhausted until the window resets. It fails for an unknown
 // account or window, or a negative used.
-func (s *Server) SetUsage(account string, window int, used int) error {
-	a := s.accounts[account]
+func (as *Accounts) SetUsage(account string, window int, used int) error {
+	a := as.get(account)
 	if a == nil {
 		return fmt.Errorf("codextest: unknown account %q", account)
 	}
 	return a.setUsage(window, used, time.Now())
 }
 
-// AccountStats returns the named account's counters and usage; the zero AccountStats for an
-// unknown name.
-func (s *Server) AccountStats(name string) AccountStats {
-	a := s.accounts[name]
+// Stats returns the named account's counters and usage; the zero AccountStats for an unknown
+// name.
+func (as *Accounts) Stats(name string) AccountStats {
+	a := as.get(name)
 	if a == nil {
 		return AccountStats{}
 	}
 	return a.stats(time.Now())
 }
 
-// SetAccountUpgradeLimit replaces the named account's upgrade token bucket with a full one of
-// burst tokens refilled at r per second, as SetUpgradeLimit does for the global one. r <= 0
-// removes the account's limit; burst <= 0 means max(1, ceil(r)). It fails for an unknown account.
-func (s *Server) SetAccountUpgradeLimit(account string, r float64, burst int) error {
-	a := s.accounts[account]
-	if a == nil {
-		return fmt.Errorf("codextest: unknown account %q", account)
+// all returns every account's stats by name at now; nil without accounts.
+func (as *Accounts) all(now time.Time) map[string]AccountStats {
+	if len(as.list) == 0 {
+		return nil
 	}
-	var lim *rate.Limiter
-	if r > 0 && !math.IsInf(r, 1) {
-		lim = rate.NewLimiter(rate.Limit(r), defaultBurst(r, burst))
+	m := make(map[string]AccountStats, len(as.list))
+	for _, a := range as.list {
+		m[a.Name] = a.stats(now)
 	}
-	s.mu.Lock()
-	a.lim = lim
-	s.mu.Unlock()
-	return nil
+	return m
+}
+
+func (as *Accounts) resetCounters() {
+	for _, a := range as.list {
+		a.c.reset()
+	}
 }

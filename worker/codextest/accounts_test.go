@@ -70,7 +70,7 @@ func TestWindowReport(t *testing.T) {
 
 func TestAccountTokens(t *testing.T) {
 	s := newServer(t, Options{Token: "ignored-with-accounts", Accounts: []Account{{Name: "a", Token: "tok-a"}, {Name: "b", Token: "tok-b"}}})
-	l, err := s.NewLogin("b")
+	l, err := s.Logins.Issue("b")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,14 +92,14 @@ func TestAccountTokens(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			before := s.AccountStats(tt.wantAs).UpgradesAccepted
+			before := s.Accounts.Stats(tt.wantAs).UpgradesAccepted
 			c, resp, err := dial(t, s.URL, tt.h)
 			if tt.want == 101 {
 				if err != nil {
 					t.Fatalf("dial: %v", err)
 				}
 				c.Close()
-				if got := s.AccountStats(tt.wantAs).UpgradesAccepted; got != before+1 {
+				if got := s.Accounts.Stats(tt.wantAs).UpgradesAccepted; got != before+1 {
 					t.Errorf("account %s UpgradesAccepted %d, want %d", tt.wantAs, got, before+1)
 				}
 				return
@@ -150,7 +150,7 @@ func TestPerAccountUpgradeLimits(t *testing.T) {
 	}
 	want := map[string][3]int64{"a": {2, 1, 1}, "b": {1, 1, 1}, "c": {1, 1, 1}}
 	for name, w := range want {
-		as := s.AccountStats(name)
+		as := s.Accounts.Stats(name)
 		if got := [3]int64{as.UpgradesAccepted, as.UpgradesRejected, as.Rejected403}; got != w {
 			t.Errorf("account %s accepted/rejected/403 %v, want %v", name, got, w)
 		}
@@ -166,10 +166,10 @@ func TestPerAccountUpgradeLimits(t *testing.T) {
 	if _, resp, _ := dial(t, s2.URL, bearer("tok-b")); resp == nil || resp.StatusCode != 403 {
 		t.Fatalf("b over the global bucket: %v, want 403", resp)
 	}
-	s2.SetUpgradeLimit(0, 0)
+	s2.Limits.SetUpgradeRate("", 0, 0)
 	mustDialAs(t, s2, "tok-b") // b's single token was not spent by the refused upgrade
 
-	if err := s2.SetAccountUpgradeLimit("b", slowRate, 1); err != nil {
+	if err := s2.Limits.SetUpgradeRate("b", slowRate, 1); err != nil {
 		t.Fatal(err)
 	}
 	mustDialAs(t, s2, "tok-b")
@@ -180,7 +180,7 @@ func TestPerAccountUpgradeLimits(t *testing.T) {
 		t.Fatalf("POST /limit?account=b: %d", code)
 	}
 	mustDialAs(t, s2, "tok-b")
-	if err := s2.SetAccountUpgradeLimit("nobody", 1, 1); err == nil {
+	if err := s2.Limits.SetUpgradeRate("nobody", 1, 1); err == nil {
 		t.Error("SetAccountUpgradeLimit of an unknown account succeeded")
 	}
 }
@@ -201,7 +201,7 @@ func TestUsageReporting(t *testing.T) {
 		Name: "a", Token: "tok-a", PlanType: "plus",
 		Windows: []Window{{Length: 5 * time.Hour, Budget: 4}, {Length: 7 * 24 * time.Hour}},
 	}, {Name: "plain", Token: "tok-p"}}})
-	if err := s.SetUsage("a", 0, 1); err != nil {
+	if err := s.Accounts.SetUsage("a", 0, 1); err != nil {
 		t.Fatal(err)
 	}
 	c, resp, err := dial(t, s.URL, bearer("tok-a"))
@@ -262,7 +262,7 @@ func TestUsageReporting(t *testing.T) {
 			t.Errorf("after codex.rate_limits: %s, want response.created numbered 0", evs[0].raw)
 		}
 	}
-	as := s.AccountStats("a")
+	as := s.Accounts.Stats("a")
 	if as.Windows[0].Used != 3 || as.Windows[1].Used != 2 || as.Windows[0].UsedPercent != 75 || as.Completed != 2 {
 		t.Errorf("account stats %+v, want windows used 3 and 2 (75%%), 2 completed", as)
 	}
@@ -318,7 +318,7 @@ func TestUsageExhaustionAndReset(t *testing.T) {
 				t.Fatalf("within budget: %s", evs[len(evs)-1].raw)
 			}
 		}
-		s.FaultNext(1, FaultFailed) // must survive the refusal: it is not drawn
+		s.Faults.Next(AtResponse, 1, FaultFailed) // must survive the refusal: it is not drawn
 		send(t, a, createFrame("q", nil))
 		e := readEvent(t, a)
 		resetsAt, _ := e.get("error.resets_at").(float64)
@@ -342,7 +342,7 @@ func TestUsageExhaustionAndReset(t *testing.T) {
 		if evs := readResponse(t, b); evs[len(evs)-1].typ() != evFailed {
 			t.Errorf("other account: %s, want the queued fault's response.failed", evs[len(evs)-1].raw)
 		}
-		as := s.AccountStats("a")
+		as := s.Accounts.Stats("a")
 		if as.UsageLimited != 1 || as.Responses != 2 || as.Windows[1].Used != 2 {
 			t.Errorf("account a %+v, want 1 usage limited, 2 responses, daily window used 2", as)
 		}
@@ -361,10 +361,10 @@ func TestUsageExhaustionAndReset(t *testing.T) {
 			if try == 20 {
 				t.Fatal("never refused within one 300ms period")
 			}
-			if err := s.SetUsage("a", 0, 1); err != nil {
+			if err := s.Accounts.SetUsage("a", 0, 1); err != nil {
 				t.Fatal(err)
 			}
-			resetAt = s.AccountStats("a").Windows[0].ResetAt
+			resetAt = s.Accounts.Stats("a").Windows[0].ResetAt
 			send(t, c, createFrame("q", nil))
 			if e := readInfo(t, c); e.typ() == "error" {
 				if e.get("error.code") != codeUsageLimit {
@@ -395,7 +395,7 @@ func TestUsageExhaustionAndReset(t *testing.T) {
 		if now := time.Now(); now.Before(resetAt) {
 			t.Errorf("served at %v, before the window's reset at %v", now, resetAt)
 		}
-		if as := s.AccountStats("a"); as.Windows[0].Used != 1 || as.UsageLimited < 1 {
+		if as := s.Accounts.Stats("a"); as.Windows[0].Used != 1 || as.UsageLimited < 1 {
 			t.Errorf("account %+v, want 1 used in the new period", as)
 		}
 	})
@@ -407,7 +407,7 @@ func TestSetUsageAndAccountControl(t *testing.T) {
 		acct         string
 		window, used int
 	}{{"nobody", 0, 1}, {"a", 1, 1}, {"a", -1, 1}, {"a", 0, -1}} {
-		if err := s.SetUsage(tt.acct, tt.window, tt.used); err == nil {
+		if err := s.Accounts.SetUsage(tt.acct, tt.window, tt.used); err == nil {
 			t.Errorf("SetUsage(%q, %d, %d) succeeded, want an error", tt.acct, tt.window, tt.used)
 		}
 	}

@@ -1,10 +1,8 @@
 package codextest
 
 import (
-	"flag"
 	"strings"
 	"testing"
-	"time"
 )
 
 func TestAnswerDeterministic(t *testing.T) {
@@ -64,23 +62,5 @@ func TestPromptOf(t *testing.T) {
 	}
 	if got := PromptOf(createFrame("from helper", nil)); got != "from helper" {
 		t.Errorf("PromptOf(Codex-style frame) = %q, want %q", got, "from helper")
-	}
-}
-
-func TestBindFlags(t *testing.T) {
-	o := Options{Words: 5}
-	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
-	o.BindFlags(fs)
-	err := fs.Parse([]string{"--latency=2s", "--ttft=300ms", "--upgrade-rate=5", "--upgrade-burst=7",
-		"--retry-after=1s", "--max-conns=9", "--max-conn-age=1h", "--token=t0k"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := Options{Latency: 2 * time.Second, TTFT: 300 * time.Millisecond, Words: 5, UpgradeRate: 5,
-		UpgradeBurst: 7, RetryAfter: time.Second, MaxConns: 9, MaxConnAge: time.Hour, Token: "t0k"}
-	if got := o; got.Latency != want.Latency || got.TTFT != want.TTFT || got.Words != want.Words ||
-		got.UpgradeRate != want.UpgradeRate || got.UpgradeBurst != want.UpgradeBurst || got.RetryAfter != want.RetryAfter ||
-		got.MaxConns != want.MaxConns || got.MaxConnAge != want.MaxConnAge || got.Token != want.Token {
-		t.Errorf("after flags %+v, want %+v", got, want)
 	}
 }

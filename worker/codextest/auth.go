@@ -23,7 +23,7 @@ var (
 // against its account here; the caller counts the 401 it answers.
 func (s *Server) authenticate(r *http.Request, now time.Time) (*account, *authFailure) {
 	h := r.Header.Get("Authorization")
-	if len(s.accounts) == 0 {
+	if len(s.Accounts.list) == 0 {
 		if s.opts.Token != "" && h != "Bearer "+s.opts.Token {
 			return nil, failBadToken
 		}
@@ -33,14 +33,10 @@ func (s *Server) authenticate(r *http.Request, now time.Time) (*account, *authFa
 	if !ok || tok == "" {
 		return nil, failBadToken
 	}
-	if a := s.byToken[tok]; a != nil {
+	if a := s.Accounts.byToken[tok]; a != nil {
 		return a, nil
 	}
-	c, err := verifyJWT(s.jwtKey, tok, now)
-	var a *account
-	if c != nil {
-		a = s.accounts[c.Sub]
-	}
+	a, err := s.Logins.verify(tok, now)
 	switch {
 	case a == nil:
 		return nil, failBadToken

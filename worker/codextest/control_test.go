@@ -126,14 +126,14 @@ func TestControlEndpoints(t *testing.T) {
 
 func TestResetForgetsQueuedFaults(t *testing.T) {
 	s := newServer(t, Options{Words: 1})
-	s.RejectNext(5, 500, 0)
-	s.FaultNext(5, FaultFailed)
-	s.InjectUpgradeFault(5, FaultDrop)
-	s.Reset()
+	s.Faults.Reject(5, 500, 0)
+	s.Faults.Next(AtResponse, 5, FaultFailed)
+	s.Faults.Next(AtUpgrade, 5, FaultDrop)
+	s.Faults.Clear()
 	c := mustDial(t, s)
 	send(t, c, createFrame("x", nil))
 	if evs := readResponse(t, c); evs[len(evs)-1].typ() != "response.completed" {
-		t.Fatalf("after Reset: %s, want completed", evs[len(evs)-1].raw)
+		t.Fatalf("after Faults.Clear: %s, want completed", evs[len(evs)-1].raw)
 	}
 }
 
@@ -170,7 +170,7 @@ func TestCloseLeavesNothing(t *testing.T) {
 	send(t, busy, createFrame("b", nil))
 	readEvent(t, busy)
 
-	s.InjectUpgradeFault(1, FaultHangUpgrade)
+	s.Faults.Next(AtUpgrade, 1, FaultHangUpgrade)
 	hung := make(chan error, 1)
 	go func() {
 		c, _, err := websocket.DefaultDialer.Dial(s.URL, nil)
@@ -205,4 +205,46 @@ func TestCloseLeavesNothing(t *testing.T) {
 		t.Error("dial after Close succeeded")
 	}
 	s.Close() // idempotent
+}
+
+// TestControlRouting: the mux answers every path under ControlURL as the hand-written router
+// did: 405 with a JSON body (HEAD included) for the wrong method, an unknown path being POST's,
+// 404 for a POST to an unknown path.
+func TestControlRouting(t *testing.T) {
+	defer http.DefaultClient.CloseIdleConnections()
+	s := newServer(t, Options{})
+	tests := []struct {
+		name, method, path string
+		want               int
+	}{
+		{name: "HEAD of a GET endpoint", method: "HEAD", path: "/stats", want: 405},
+		{name: "PUT of a POST endpoint", method: "PUT", path: "/reset", want: 405},
+		{name: "GET of a POST endpoint", method: "GET", path: "/close_clients", want: 405},
+		{name: "the prefix itself", method: "POST", path: "", want: 404},
+		{name: "GET of the prefix", method: "GET", path: "", want: 405},
+		{name: "the prefix with a slash", method: "POST", path: "/", want: 404},
+		{name: "a trailing slash", method: "POST", path: "/stats/", want: 404},
+		{name: "GET of an unknown path", method: "GET", path: "/stats/", want: 405},
+		{name: "GET stats", method: "GET", path: "/stats", want: 200},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req, err := http.NewRequest(tt.method, s.ControlURL+tt.path, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tt.want {
+				t.Fatalf("%s %s: %d %s, want %d", tt.method, tt.path, resp.StatusCode, b, tt.want)
+			}
+			if tt.method != "HEAD" && !json.Valid(b) {
+				t.Errorf("%s %s: body %q is not JSON", tt.method, tt.path, b)
+			}
+		})
+	}
 }

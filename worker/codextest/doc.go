@@ -15,23 +15,27 @@
 // path the server can hurt clients on purpose:
 //
 //   - an upgrade-rate limit (token bucket, 403 with a JSON body and Retry-After), a cap on open
-//     sockets (503), a bearer-token check (401): [Options], [Server.SetUpgradeLimit];
+//     sockets (503), a bearer-token check (401): [Options], [Limits.SetUpgradeRate];
 //   - the next n upgrades (or HTTP streaming requests) rejected with any status:
-//     [Server.RejectNext];
+//     [Faults.Reject];
 //   - upgrade-level faults (never answer the upgrade, 101 then Close 1008, TCP close before the
-//     101): [Server.InjectUpgradeFault];
-//   - response-level faults for the next n responses server-wide ([Server.FaultNext]) or for one
-//     request through its metadata: "sim_fault" (a [Fault], e.g. "failed", "error:429"),
+//     101): [Faults.Next] AtUpgrade;
+//   - response-level faults for the next n responses server-wide ([Faults.Next] AtResponse) or
+//     for one request through its metadata: "sim_fault" (a [Fault], e.g. "failed", "error:429"),
 //     "sim_latency_ms", "sim_ttft_ms" and "sim_words" (metadata values are strings);
 //   - a maximum socket age that ends with the websocket_connection_limit_reached error event;
 //   - dropping every socket and HTTP stream: [Server.CloseClientConnections];
 //   - WebSockets switched off (426 on every upgrade, as an origin without them): Options.WSOff,
-//     [Server.SetWSOff].
+//     [Limits.SetWSOff].
+//
+// The Server is a shell, as httptest.Server is; each kind of harm has its own field and type:
+// Server.Faults ([Faults]: what the next requests suffer), Server.Limits ([Limits]: what gets
+// through), Server.Accounts ([Accounts]) and Server.Logins ([Logins]).
 //
 // HTTP streaming: a POST of the response.create body (without "type", with "stream": true or
 // Accept: text/event-stream) to HTTPURL is answered with server-sent events, "event: <type>" and
 // "data: <the event JSON a socket would carry>", on the same schedule, with the same Answer,
-// metadata and FaultNext faults (faults only a socket can show become a dropped connection).
+// metadata and queued response faults (faults only a socket can show become a dropped connection).
 //
 // Accounts ([Options].Accounts, [Account], [LoadAccounts] for files) make the server a
 // multi-account origin: each request is served as the account whose token it carries (401
@@ -39,14 +43,14 @@
 // completed responses per period), reported the way the real origin does, keyed by window
 // length: x-codex-primary-* / x-codex-secondary-* headers on the 101 and on HTTP responses, a
 // codex.rate_limits event before each response, and usage_limit_reached (an error event, or HTTP
-// 429 with Retry-After) once a window is spent. [Server.SetUsage] fills a window;
-// [Server.AccountStats] reads an account's counters.
+// 429 with Retry-After) once a window is spent. [Accounts.SetUsage] fills a window;
+// [Accounts.Stats] reads an account's counters.
 //
-// Logins: [Server.NewLogin] issues ChatGPT-style credentials ([Login], [Login.AuthJSON] for a
+// Logins: [Logins.Issue] issues ChatGPT-style credentials ([Login], [Login.AuthJSON] for a
 // Codex CLI auth.json) whose access tokens are JWTs expiring after Options.TokenLifetime (then
 // 401 token_expired; sockets already open carry on). RefreshURL (POST /oauth/token) rotates them:
 // every refresh token is single-use, and reusing one answers refresh_token_reused and revokes its
-// whole family. [Server.RefreshFaultNext] makes the endpoint slow, failing, garbled or buggy.
+// whole family. [Faults.Refresh] makes the endpoint slow, failing, garbled or buggy.
 //
 // Counters are read with [Server.Stats]; [Server.WaitAborts] waits for clients that gave up
 // mid-response. The same controls are served over HTTP under ControlURL (GET stats, accounts,

@@ -146,34 +146,21 @@ const (
 )
 
 func connLimitEvent() *errorEvent {
-	return &errorEvent{
-		evHead: evHead{Type: evError},
-		Status: 400,
-		Error: errorBody{
-			Type:    "invalid_request_error",
-			Code:    codeConnLimit,
-			Message: "Responses websocket connection limit reached (60 minutes). Create a new websocket connection to continue.",
-		},
-	}
+	return invalidRequestEvent(codeConnLimit, "Responses websocket connection limit reached (60 minutes). Create a new websocket connection to continue.")
 }
 
 func busyEvent() *errorEvent {
-	return &errorEvent{
-		evHead: evHead{Type: evError},
-		Status: 400,
-		Error: errorBody{
-			Type:    "invalid_request_error",
-			Code:    codeBusy,
-			Message: "Another response is already in progress on this connection; wait for it to finish.",
-		},
-	}
+	return invalidRequestEvent(codeBusy, "Another response is already in progress on this connection; wait for it to finish.")
 }
 
-func badRequestEvent(msg string) *errorEvent {
+func badRequestEvent(msg string) *errorEvent { return invalidRequestEvent("invalid_request", msg) }
+
+// invalidRequestEvent is a status 400 error event of type invalid_request_error.
+func invalidRequestEvent(code, msg string) *errorEvent {
 	return &errorEvent{
 		evHead: evHead{Type: evError},
 		Status: 400,
-		Error:  errorBody{Type: "invalid_request_error", Code: "invalid_request", Message: msg},
+		Error:  errorBody{Type: "invalid_request_error", Code: code, Message: msg},
 	}
 }
 
@@ -259,55 +246,88 @@ func buildSteps(p plan, req *genRequest, prompt, respID, msgID string, now time.
 	if model == "" {
 		model = "gpt-5.1-codex"
 	}
-	created := now.Unix()
-	resp := func(status string) responseObj {
-		return responseObj{ID: respID, Object: "response", CreatedAt: created, Status: status, Model: model, Output: []outputItem{}}
+	b := &stepBuilder{
+		steps: make([]step, 0, p.words+10),
+		resp:  responseObj{ID: respID, Object: "response", CreatedAt: now.Unix(), Model: model},
 	}
-	respEv := func(typ, status string) *responseEvent {
-		return &responseEvent{evHead: evHead{Type: typ}, Response: resp(status)}
-	}
-	end := p.latency
-	steps := make([]step, 0, p.words+10)
-	add := func(at time.Duration, ev sequenced) { steps = append(steps, step{at: at, op: opText, ev: ev}) }
-
-	switch p.fault.kind() {
-	case FaultError, FaultErrorNoStatus:
-		add(0, faultErrorEvent(p.fault, now))
-		return steps
-	case FaultConnLimit:
-		return append(steps, step{op: opCloseConn, ev: connLimitEvent()})
-	case FaultClose1008:
-		return append(steps, step{op: opClose1008})
-	}
-
-	add(0, respEv(evCreated, "in_progress"))
-	switch p.fault {
-	case FaultDrop:
-		return append(steps, step{op: opDrop})
-	case FaultStall:
-		return append(steps, step{op: opStall})
-	case FaultBadJSON:
-		return append(steps, step{op: opRaw, raw: []byte(`{"type":"response.output_text.delta","delta":`)})
-	case FaultBinary:
-		return append(steps, step{op: opBinary, raw: []byte{0x00, 0x01, 0xfe, 0xff}})
-	}
-	add(0, respEv(evInProgress, "in_progress"))
-	if p.fault == FaultFailed {
-		ev := respEv(evFailed, "failed")
-		ev.Response.Error = &respError{Code: "server_error", Message: "The model failed to generate a response (simulated)."}
-		add(p.deltaAt(0), ev)
-		return steps
+	if b.faulted(p, now) {
+		return b.steps
 	}
 	if req.Generate != nil && !*req.Generate {
-		ev := respEv(evCompleted, "completed")
+		ev := b.respEvent(evCompleted, "completed")
 		ev.Response.Usage = &usage{}
-		add(0, ev)
-		return steps
+		b.add(0, ev)
+		return b.steps
 	}
+	b.answer(p, prompt, msgID)
+	return b.steps
+}
 
+// A stepBuilder collects the steps of one response.
+type stepBuilder struct {
+	steps []step
+	resp  responseObj // the response's id, creation and model
+}
+
+func (b *stepBuilder) add(at time.Duration, ev sequenced) {
+	b.steps = append(b.steps, step{at: at, op: opText, ev: ev})
+}
+
+func (b *stepBuilder) addOp(st step) { b.steps = append(b.steps, st) }
+
+// respEvent is a response-level event of type typ with the response in status.
+func (b *stepBuilder) respEvent(typ, status string) *responseEvent {
+	r := b.resp
+	r.Status, r.Output = status, []outputItem{}
+	return &responseEvent{evHead: evHead{Type: typ}, Response: r}
+}
+
+// faulted adds the steps of p.fault when it ends the response before its text, and reports
+// whether it did; otherwise it adds response.created and response.in_progress.
+func (b *stepBuilder) faulted(p plan, now time.Time) bool {
+	switch p.fault.kind() {
+	case FaultError, FaultErrorNoStatus:
+		b.add(0, faultErrorEvent(p.fault, now))
+		return true
+	case FaultConnLimit:
+		b.addOp(step{op: opCloseConn, ev: connLimitEvent()})
+		return true
+	case FaultClose1008:
+		b.addOp(step{op: opClose1008})
+		return true
+	}
+	b.add(0, b.respEvent(evCreated, "in_progress"))
+	switch p.fault {
+	case FaultDrop:
+		b.addOp(step{op: opDrop})
+		return true
+	case FaultStall:
+		b.addOp(step{op: opStall})
+		return true
+	case FaultBadJSON:
+		b.addOp(step{op: opRaw, raw: []byte(`{"type":"response.output_text.delta","delta":`)})
+		return true
+	case FaultBinary:
+		b.addOp(step{op: opBinary, raw: []byte{0x00, 0x01, 0xfe, 0xff}})
+		return true
+	}
+	b.add(0, b.respEvent(evInProgress, "in_progress"))
+	if p.fault == FaultFailed {
+		ev := b.respEvent(evFailed, "failed")
+		ev.Response.Error = &respError{Code: "server_error", Message: "The model failed to generate a response (simulated)."}
+		b.add(p.deltaAt(0), ev)
+		return true
+	}
+	return false
+}
+
+// answer adds the message of p.words words, its deltas on p's schedule, and the completion (or,
+// with FaultIncomplete, response.incomplete).
+func (b *stepBuilder) answer(p plan, prompt, msgID string) {
+	end := p.latency
 	item := outputItem{ID: msgID, Type: "message", Status: "in_progress", Role: "assistant", Content: []contentPart{}}
-	add(0, &itemEvent{evHead: evHead{Type: evItemAdded}, Item: item})
-	add(0, &partEvent{evHead: evHead{Type: evPartAdded}, ItemID: msgID, Part: contentPart{Type: "output_text"}})
+	b.add(0, &itemEvent{evHead: evHead{Type: evItemAdded}, Item: item})
+	b.add(0, &partEvent{evHead: evHead{Type: evPartAdded}, ItemID: msgID, Part: contentPart{Type: "output_text"}})
 	h := promptHash(prompt)
 	var text strings.Builder
 	for i := range p.words {
@@ -316,28 +336,27 @@ func buildSteps(p plan, req *genRequest, prompt, respID, msgID string, now time.
 			w = " " + w
 		}
 		text.WriteString(w)
-		add(p.deltaAt(i), &deltaEvent{evHead: evHead{Type: evDelta}, ItemID: msgID, Delta: w})
+		b.add(p.deltaAt(i), &deltaEvent{evHead: evHead{Type: evDelta}, ItemID: msgID, Delta: w})
 	}
 	full := text.String()
 	part := contentPart{Type: "output_text", Text: full}
-	add(end, &textDoneEvent{evHead: evHead{Type: evTextDone}, ItemID: msgID, Text: full})
-	add(end, &partEvent{evHead: evHead{Type: evPartDone}, ItemID: msgID, Part: part})
+	b.add(end, &textDoneEvent{evHead: evHead{Type: evTextDone}, ItemID: msgID, Text: full})
+	b.add(end, &partEvent{evHead: evHead{Type: evPartDone}, ItemID: msgID, Part: part})
 	done := outputItem{ID: msgID, Type: "message", Status: "completed", Role: "assistant", Content: []contentPart{part}}
 	u := &usage{InputTokens: max(1, len(strings.Fields(prompt))), OutputTokens: p.words}
 	u.TotalTokens = u.InputTokens + u.OutputTokens
 	if p.fault == FaultIncomplete {
 		done.Status = "incomplete"
-		ev := respEv(evIncomplete, "incomplete")
+		ev := b.respEvent(evIncomplete, "incomplete")
 		ev.Response.Output = []outputItem{done}
 		ev.Response.Usage = u
 		ev.Response.IncompleteDetails = &incompleteDetails{Reason: "max_output_tokens"}
-		add(end, ev)
-		return steps
+		b.add(end, ev)
+		return
 	}
-	add(end, &itemEvent{evHead: evHead{Type: evItemDone}, Item: done})
-	ev := respEv(evCompleted, "completed")
+	b.add(end, &itemEvent{evHead: evHead{Type: evItemDone}, Item: done})
+	ev := b.respEvent(evCompleted, "completed")
 	ev.Response.Output = []outputItem{done}
 	ev.Response.Usage = u
-	add(end, ev)
-	return steps
+	b.add(end, ev)
 }

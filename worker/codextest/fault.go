@@ -7,8 +7,8 @@ import (
 )
 
 // Fault names a way to misbehave. Response-level faults apply to one response (through
-// [Server.FaultNext] or a request's metadata "sim_fault"); upgrade-level faults apply to one
-// upgrade (through [Server.InjectUpgradeFault]).
+// [Faults.Next] AtResponse or a request's metadata "sim_fault"); upgrade-level faults apply to
+// one upgrade (through [Faults.Next] AtUpgrade).
 type Fault string
 
 // The faults. Unless said otherwise a fault is response-level.
@@ -64,7 +64,7 @@ func (f Fault) kind() Fault {
 	return Fault(k)
 }
 
-// Upgrade reports whether f is an upgrade-level fault (valid for InjectUpgradeFault).
+// Upgrade reports whether f is an upgrade-level fault (valid AtUpgrade).
 func (f Fault) Upgrade() bool {
 	switch f {
 	case FaultHangUpgrade, FaultClose1008, FaultDrop, FaultConnLimit:

@@ -133,7 +133,7 @@ func TestResponseFaults(t *testing.T) {
 				if via == "metadata" {
 					md = map[string]string{"sim_fault": string(tc.fault)}
 				} else {
-					s.FaultNext(1, tc.fault)
+					s.Faults.Next(AtResponse, 1, tc.fault)
 				}
 				send(t, c, createFrame("faulty", md))
 				tc.check(t, c)
@@ -157,8 +157,8 @@ func TestResponseFaults(t *testing.T) {
 
 func TestFaultNextCountsDown(t *testing.T) {
 	s := newServer(t, Options{Words: 1})
-	s.FaultNext(2, FaultFailed)
-	s.FaultNext(1, FaultIncomplete)
+	s.Faults.Next(AtResponse, 2, FaultFailed)
+	s.Faults.Next(AtResponse, 1, FaultIncomplete)
 	c := mustDial(t, s)
 	var got []string
 	for range 4 {
@@ -174,7 +174,7 @@ func TestFaultNextCountsDown(t *testing.T) {
 
 func TestMetadataFaultTakesPrecedenceOverFaultNext(t *testing.T) {
 	s := newServer(t, Options{Words: 1})
-	s.FaultNext(1, FaultFailed)
+	s.Faults.Next(AtResponse, 1, FaultFailed)
 	c := mustDial(t, s)
 	send(t, c, createFrame("m", map[string]string{"sim_fault": ""}))
 	if evs := readResponse(t, c); evs[len(evs)-1].typ() != "response.completed" {
@@ -189,7 +189,7 @@ func TestMetadataFaultTakesPrecedenceOverFaultNext(t *testing.T) {
 func TestUpgradeFaults(t *testing.T) {
 	t.Run("hang_upgrade", func(t *testing.T) {
 		s := newServer(t, Options{})
-		s.FaultNext(1, FaultHangUpgrade) // forwarded to InjectUpgradeFault
+		s.Faults.Next(AtResponse, 1, FaultHangUpgrade) // upgrade-only: queued AtUpgrade
 		d := websocket.Dialer{HandshakeTimeout: 300 * time.Millisecond}
 		c, resp, err := d.Dial(s.URL, nil)
 		var ne net.Error
@@ -206,7 +206,7 @@ func TestUpgradeFaults(t *testing.T) {
 	})
 	t.Run("drop", func(t *testing.T) {
 		s := newServer(t, Options{})
-		s.InjectUpgradeFault(1, FaultDrop)
+		s.Faults.Next(AtUpgrade, 1, FaultDrop)
 		if _, resp, err := dial(t, s.URL, nil); err == nil || resp != nil {
 			t.Fatalf("dial: err %v resp %v, want a connection error with no response", err, resp)
 		}
@@ -214,7 +214,7 @@ func TestUpgradeFaults(t *testing.T) {
 	})
 	t.Run("close1008", func(t *testing.T) {
 		s := newServer(t, Options{})
-		s.InjectUpgradeFault(1, FaultClose1008)
+		s.Faults.Next(AtUpgrade, 1, FaultClose1008)
 		c := mustDial(t, s)
 		if code := expectClose(t, c); code != websocket.ClosePolicyViolation {
 			t.Errorf("close code %d, want 1008", code)
@@ -226,7 +226,7 @@ func TestUpgradeFaults(t *testing.T) {
 	})
 	t.Run("conn_limit", func(t *testing.T) {
 		s := newServer(t, Options{})
-		s.InjectUpgradeFault(1, FaultConnLimit)
+		s.Faults.Next(AtUpgrade, 1, FaultConnLimit)
 		c := mustDial(t, s)
 		if e := readEvent(t, c); e.get("error.code") != codeConnLimit {
 			t.Errorf("got %s, want the connection limit event", e.raw)
@@ -235,8 +235,8 @@ func TestUpgradeFaults(t *testing.T) {
 	})
 	t.Run("before RejectNext", func(t *testing.T) {
 		s := newServer(t, Options{})
-		s.RejectNext(1, http.StatusInternalServerError, 0)
-		s.InjectUpgradeFault(1, FaultDrop)
+		s.Faults.Reject(1, http.StatusInternalServerError, 0)
+		s.Faults.Next(AtUpgrade, 1, FaultDrop)
 		if _, resp, _ := dial(t, s.URL, nil); resp != nil {
 			t.Fatalf("first dial got HTTP %d, want the drop", resp.StatusCode)
 		}
@@ -246,7 +246,7 @@ func TestUpgradeFaults(t *testing.T) {
 	})
 	t.Run("response-level fault ignored", func(t *testing.T) {
 		s := newServer(t, Options{})
-		s.InjectUpgradeFault(1, FaultFailed)
+		s.Faults.Next(AtUpgrade, 1, FaultFailed)
 		mustDial(t, s)
 		if st := s.Stats(); st.Faults != 0 {
 			t.Errorf("Faults %d, want 0", st.Faults)

@@ -5,13 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"sync"
 	"time"
 )
 
 // DefaultTokenLifetime is the lifetime of issued access tokens when Options.TokenLifetime is 0.
 const DefaultTokenLifetime = time.Hour
 
-// A Login is a ChatGPT login issued by [Server.NewLogin] or by a refresh: what a Codex CLI keeps
+// A Login is a ChatGPT login issued by [Logins.Issue] or by a refresh: what a Codex CLI keeps
 // in its auth.json.
 type Login struct {
 	// AccessToken is a JWT accepted as a bearer token for the account until ExpiresAt.
@@ -76,23 +77,41 @@ func (o Options) tokenLifetime() time.Duration {
 	return o.TokenLifetime
 }
 
-// NewLogin issues a new login (a new token family) for the named account, as a `codex login`
+// Logins is a Server's login issuer ([Server].Logins): it issues ChatGPT-style logins for its
+// accounts, verifies their access tokens and rotates their refresh tokens at RefreshURL. Its
+// methods are safe for concurrent use.
+type Logins struct {
+	accts    *Accounts     // fixed
+	key      []byte        // fixed: signs issued tokens
+	lifetime time.Duration // fixed: of access tokens
+
+	mu     sync.Mutex
+	tokens map[string]*refreshEntry // every refresh token issued
+}
+
+func newLogins(accts *Accounts, lifetime time.Duration) *Logins {
+	l := &Logins{accts: accts, key: make([]byte, 32), lifetime: lifetime, tokens: make(map[string]*refreshEntry)}
+	rand.Read(l.key)
+	return l
+}
+
+// Issue issues a new login (a new token family) for the named account, as a `codex login`
 // would. It fails when the account is unknown.
-func (s *Server) NewLogin(account string) (Login, error) {
-	acct := s.accounts[account]
+func (l *Logins) Issue(account string) (Login, error) {
+	acct := l.accts.get(account)
 	if acct == nil {
 		return Login{}, fmt.Errorf("codextest: unknown account %q", account)
 	}
 	fam := &tokenFamily{acct: acct}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.issueLocked(fam, time.Now()), nil
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.issueLocked(fam, time.Now()), nil
 }
 
-// issueLocked mints tokens for fam at now and records the new refresh token. s.mu is held.
-func (s *Server) issueLocked(fam *tokenFamily, now time.Time) Login {
+// issueLocked mints tokens for fam at now and records the new refresh token. l.mu is held.
+func (l *Logins) issueLocked(fam *tokenFamily, now time.Time) Login {
 	a := fam.acct
-	exp := unixCeil(now.Add(s.opts.tokenLifetime()))
+	exp := unixCeil(now.Add(l.lifetime))
 	c := tokenClaims{
 		Iss:  "codextest",
 		Aud:  audAccess,
@@ -102,13 +121,23 @@ func (s *Server) issueLocked(fam *tokenFamily, now time.Time) Login {
 		Jti:  rand.Text(),
 		Auth: authClaim{ChatGPTAccountID: a.AccountID, ChatGPTPlanType: a.planType()},
 	}
-	l := Login{AccountID: a.AccountID, ExpiresAt: time.Unix(exp, 0), IssuedAt: now}
-	l.AccessToken = signJWT(s.jwtKey, &c)
+	login := Login{AccountID: a.AccountID, ExpiresAt: time.Unix(exp, 0), IssuedAt: now}
+	login.AccessToken = signJWT(l.key, &c)
 	c.Aud, c.Jti, c.Email = audID, rand.Text(), a.Name+"@codextest.invalid"
-	l.IDToken = signJWT(s.jwtKey, &c)
-	l.RefreshToken = "rt_" + rand.Text()
-	s.refreshTokens[l.RefreshToken] = &refreshEntry{fam: fam}
-	return l
+	login.IDToken = signJWT(l.key, &c)
+	login.RefreshToken = "rt_" + rand.Text()
+	l.tokens[login.RefreshToken] = &refreshEntry{fam: fam}
+	return login
+}
+
+// verify resolves an issued access token at now: its account (nil when the token is not ours)
+// and errJWTExpired when it has expired.
+func (l *Logins) verify(tok string, now time.Time) (*account, error) {
+	c, err := verifyJWT(l.key, tok, now)
+	if c == nil {
+		return nil, err
+	}
+	return l.accts.get(c.Sub), err
 }
 
 // refreshOutcome is what a refresh token is worth when presented.
@@ -125,10 +154,10 @@ const (
 )
 
 // rotate spends tok and issues its successor; a spent token revokes its family.
-func (s *Server) rotate(tok string, now time.Time) refreshOutcome {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	e := s.refreshTokens[tok]
+func (l *Logins) rotate(tok string, now time.Time) refreshOutcome {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e := l.tokens[tok]
 	switch {
 	case e == nil:
 		return refreshOutcome{code: codeRefreshInvalidated}
@@ -139,7 +168,7 @@ func (s *Server) rotate(tok string, now time.Time) refreshOutcome {
 		return refreshOutcome{acct: e.fam.acct, code: codeRefreshReused}
 	}
 	e.spent = true
-	return refreshOutcome{acct: e.fam.acct, ok: true, login: s.issueLocked(e.fam, now)}
+	return refreshOutcome{acct: e.fam.acct, ok: true, login: l.issueLocked(e.fam, now)}
 }
 
 // expiresIn is the expires_in of a refresh answer: the lifetime, not the time to exp, which is

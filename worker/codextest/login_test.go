@@ -38,11 +38,11 @@ func jwtClaims(t *testing.T, tok string) (header, claims map[string]any) {
 func TestNewLoginTokensAndAuthJSON(t *testing.T) {
 	s := newServer(t, Options{TokenLifetime: 90 * time.Minute, Accounts: []Account{{Name: "alice", AccountID: "acct-uuid-1", PlanType: "team"}}})
 	before := time.Now()
-	l, err := s.NewLogin("alice")
+	l, err := s.Logins.Issue("alice")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.NewLogin("bob"); err == nil {
+	if _, err := s.Logins.Issue("bob"); err == nil {
 		t.Error("NewLogin of an unknown account succeeded")
 	}
 	for _, tok := range []struct{ name, jwt string }{{"access", l.AccessToken}, {"id", l.IDToken}} {
@@ -106,7 +106,7 @@ func TestNewLoginTokensAndAuthJSON(t *testing.T) {
 // while a socket opened before the expiry keeps serving.
 func TestTokenExpiry(t *testing.T) {
 	s := newServer(t, Options{Words: 1, TokenLifetime: time.Second, Accounts: []Account{{Name: "a"}}})
-	l, err := s.NewLogin("a")
+	l, err := s.Logins.Issue("a")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func TestTokenExpiry(t *testing.T) {
 	if evs := readResponse(t, old); textOf(evs) != Answer("still here", 1) {
 		t.Errorf("socket opened before the expiry: %v, want it to keep answering", types(evs))
 	}
-	if as := s.AccountStats("a"); as.Unauthorized < 2 || as.Completed != 1 {
+	if as := s.Accounts.Stats("a"); as.Unauthorized < 2 || as.Completed != 1 {
 		t.Errorf("account stats %+v, want >= 2 unauthorized, 1 completed", as)
 	}
 }
@@ -178,8 +178,8 @@ func TestRefreshRotationAndReuse(t *testing.T) {
 		t.Fatalf("RefreshURL %q", s.RefreshURL)
 	}
 	cl := httpClient(t)
-	l0, _ := s.NewLogin("a")
-	other, _ := s.NewLogin("a") // another family of the same account
+	l0, _ := s.Logins.Issue("a")
+	other, _ := s.Logins.Issue("a") // another family of the same account
 
 	r1 := refresh(t, cl, s, refreshBody(l0.RefreshToken))
 	if r1.status != 200 {
@@ -218,10 +218,10 @@ func TestRefreshRotationAndReuse(t *testing.T) {
 	if st.RefreshCalls != 6 || st.RefreshOK != 3 || st.RefreshReused != 1 || st.RefreshInvalidated != 2 {
 		t.Errorf("stats %+v, want 6 calls, 3 ok, 1 reused, 2 invalidated", st)
 	}
-	if as := s.AccountStats("a"); as.RefreshCalls != 6 || as.RefreshOK != 3 || as.RefreshReused != 1 || as.RefreshInvalidated != 2 {
+	if as := s.Accounts.Stats("a"); as.RefreshCalls != 6 || as.RefreshOK != 3 || as.RefreshReused != 1 || as.RefreshInvalidated != 2 {
 		t.Errorf("account a %+v, want 6 calls, 3 ok, 1 reused, 2 invalidated", as)
 	}
-	if as := s.AccountStats("b"); as.RefreshCalls != 0 {
+	if as := s.Accounts.Stats("b"); as.RefreshCalls != 0 {
 		t.Errorf("account b %+v, want no refreshes", as)
 	}
 }
@@ -291,13 +291,13 @@ func TestRefreshFaults(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(string(tt.fault), func(t *testing.T) {
 			s := newServer(t, Options{Accounts: []Account{{Name: "a"}}})
-			l, _ := s.NewLogin("a")
+			l, _ := s.Logins.Issue("a")
 			if tt.viaHTTP {
 				if code, _ := control(t, s, "POST", "/refresh_fault?n=1&kind="+string(tt.fault)); code != 200 {
 					t.Fatalf("POST /refresh_fault: %d", code)
 				}
 			} else {
-				s.RefreshFaultNext(1, tt.fault)
+				s.Faults.Refresh(1, tt.fault)
 			}
 			cl := httpClient(t)
 			if tt.timeout > 0 {
@@ -331,16 +331,16 @@ func TestRefreshFaults(t *testing.T) {
 			t.Errorf("POST %s: %d, want 400", path, code)
 		}
 	}
-	s.RefreshFaultNext(3, RefreshFault500)
-	s.Reset()
+	s.Faults.Refresh(3, RefreshFault500)
+	s.Faults.Clear()
 	if r := refresh(t, httpClient(t), s, refreshBody("rt_x")); r.status != 401 {
-		t.Errorf("after Reset: %d, want the queued fault forgotten (401)", r.status)
+		t.Errorf("after Faults.Clear: %d, want the queued fault forgotten (401)", r.status)
 	}
 }
 
 func TestRefreshLatency(t *testing.T) {
 	s := newServer(t, Options{RefreshLatency: 200 * time.Millisecond, Accounts: []Account{{Name: "a"}}})
-	l, _ := s.NewLogin("a")
+	l, _ := s.Logins.Issue("a")
 	start := time.Now()
 	if r := refresh(t, httpClient(t), s, refreshBody(l.RefreshToken)); r.status != 200 {
 		t.Fatalf("refresh: %d %s", r.status, r.body)

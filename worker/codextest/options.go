@@ -1,10 +1,6 @@
 package codextest
 
-import (
-	"flag"
-	"math"
-	"time"
-)
+import "time"
 
 // DefaultWords is the answer length when Options.Words is 0.
 const DefaultWords = 8
@@ -42,7 +38,7 @@ type Options struct {
 	Token string
 	// Accounts, when set, are the accounts the server serves (see [Account]): every upgrade and
 	// HTTP request must carry a bearer token of one of them (its static Token or an access token
-	// issued by NewLogin or a refresh), else 401; Token is then ignored. Each account has its
+	// issued by Logins.Issue or a refresh), else 401; Token is then ignored. Each account has its
 	// own upgrade bucket and usage windows, reported in x-codex-* headers and codex.rate_limits
 	// events. nil = no accounts: one anonymous origin, checked against Token only.
 	Accounts []Account
@@ -53,7 +49,7 @@ type Options struct {
 	// the request arrives, so a client that gives up before the answer has lost it. 0 = none.
 	RefreshLatency time.Duration
 	// WSOff answers every upgrade with 426 upgrade_required, as an origin without WebSockets
-	// does, while HTTP streaming keeps working; [Server.SetWSOff] switches it at run time.
+	// does, while HTTP streaming keeps working; [Limits.SetWSOff] switches it at run time.
 	// false = WebSockets on.
 	WSOff bool
 	// Logf, when set, receives one line per notable event (rejections, faults). nil = silent.
@@ -65,30 +61,4 @@ func (o Options) words() int {
 		return DefaultWords
 	}
 	return o.Words
-}
-
-func defaultBurst(rate float64, burst int) int {
-	if burst > 0 {
-		return burst
-	}
-	return max(1, int(math.Ceil(rate)))
-}
-
-// BindFlags registers the options as flags on fs, with the current field values as defaults:
-// --latency --ttft --words --upgrade-rate --upgrade-burst --retry-after --max-conns
-// --max-conn-age --token --token-lifetime --refresh-latency --ws-off. Accounts have no flag: see
-// [LoadAccounts].
-func (o *Options) BindFlags(fs *flag.FlagSet) {
-	fs.DurationVar(&o.Latency, "latency", o.Latency, "time from response.create to response.completed")
-	fs.DurationVar(&o.TTFT, "ttft", o.TTFT, "time to the first text delta (0 = evenly spaced)")
-	fs.IntVar(&o.Words, "words", o.Words, "answer length in words (0 = 8)")
-	fs.Float64Var(&o.UpgradeRate, "upgrade-rate", o.UpgradeRate, "new WebSocket upgrades accepted per second, above it 403 (0 = unlimited)")
-	fs.IntVar(&o.UpgradeBurst, "upgrade-burst", o.UpgradeBurst, "upgrade token bucket size (0 = max(1, ceil(rate)))")
-	fs.DurationVar(&o.RetryAfter, "retry-after", o.RetryAfter, "Retry-After sent with rate-limit 403s (0 = none)")
-	fs.IntVar(&o.MaxConns, "max-conns", o.MaxConns, "open socket cap, above it 503 (0 = unlimited)")
-	fs.DurationVar(&o.MaxConnAge, "max-conn-age", o.MaxConnAge, "socket lifetime before websocket_connection_limit_reached (0 = never)")
-	fs.StringVar(&o.Token, "token", o.Token, "required bearer token (empty = any; ignored with accounts)")
-	fs.DurationVar(&o.TokenLifetime, "token-lifetime", o.TokenLifetime, "lifetime of issued access tokens (0 = 1h)")
-	fs.DurationVar(&o.RefreshLatency, "refresh-latency", o.RefreshLatency, "delay of every /oauth/token answer (0 = none)")
-	fs.BoolVar(&o.WSOff, "ws-off", o.WSOff, "answer every WebSocket upgrade with 426; HTTP streaming keeps working")
 }

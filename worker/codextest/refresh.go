@@ -13,7 +13,7 @@ import (
 // RefreshPath is the path of RefreshURL, the OAuth token endpoint.
 const RefreshPath = "/oauth/token"
 
-// RefreshFault names a way for the token endpoint to misbehave, for [Server.RefreshFaultNext].
+// RefreshFault names a way for the token endpoint to misbehave, for [Faults.Refresh].
 type RefreshFault string
 
 // The refresh faults.
@@ -45,39 +45,6 @@ func ParseRefreshFault(s string) (RefreshFault, error) {
 	return "", fmt.Errorf("codextest: unknown refresh fault %q", s)
 }
 
-type refreshRule struct {
-	n int
-	f RefreshFault
-}
-
-// RefreshFaultNext applies f to the next n calls of the token endpoint. Calls queue up in order;
-// an unknown f is ignored. Reset forgets them.
-func (s *Server) RefreshFaultNext(n int, f RefreshFault) {
-	if n <= 0 {
-		return
-	}
-	if _, err := ParseRefreshFault(string(f)); err != nil {
-		return
-	}
-	s.mu.Lock()
-	s.refreshFaults = append(s.refreshFaults, refreshRule{n: n, f: f})
-	s.mu.Unlock()
-}
-
-func (s *Server) popRefreshFault() RefreshFault {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.refreshFaults) == 0 {
-		return ""
-	}
-	r := &s.refreshFaults[0]
-	f := r.f
-	if r.n--; r.n <= 0 {
-		s.refreshFaults = s.refreshFaults[1:]
-	}
-	return f
-}
-
 // serveRefresh is POST /oauth/token: refresh-token rotation with reuse detection.
 func (s *Server) serveRefresh(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
@@ -85,7 +52,7 @@ func (s *Server) serveRefresh(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.c.refreshCalls.Add(1)
-	fault := s.popRefreshFault()
+	fault := s.Faults.nextRefresh()
 	if fault != "" {
 		s.c.faults.Add(1)
 		s.logf("codextest: refresh fault %s", fault)
@@ -94,25 +61,11 @@ func (s *Server) serveRefresh(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, 0, "server_error", "The token endpoint had an error (simulated).")
 		return
 	}
-	var req struct {
-		ClientID     string `json:"client_id"`
-		GrantType    string `json:"grant_type"`
-		RefreshToken string `json:"refresh_token"`
-	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
-	if err != nil {
-		return // the client went away
-	}
-	if err := json.Unmarshal(body, &req); err != nil {
-		writeError(w, http.StatusBadRequest, 0, "invalid_request", "The body is not a JSON object.")
+	tok, ok := readRefreshToken(w, r)
+	if !ok {
 		return
 	}
-	if req.GrantType != "refresh_token" || req.RefreshToken == "" {
-		writeError(w, http.StatusBadRequest, 0, "invalid_request", `Want grant_type "refresh_token" and a refresh_token.`)
-		return
-	}
-	now := time.Now()
-	out := s.rotate(req.RefreshToken, now)
+	out := s.Logins.rotate(tok, time.Now())
 	s.countRefresh(out)
 
 	delay := s.opts.RefreshLatency
@@ -122,6 +75,34 @@ func (s *Server) serveRefresh(w http.ResponseWriter, r *http.Request) {
 	if delay > 0 && !s.sleep(r.Context(), delay) {
 		return // what the client would have got is lost with it
 	}
+	s.answerRefresh(w, out, fault)
+}
+
+// readRefreshToken reads the refresh token of a token request, or answers 400 (nothing, when
+// the client went away) and returns false.
+func readRefreshToken(w http.ResponseWriter, r *http.Request) (string, bool) {
+	var req struct {
+		ClientID     string `json:"client_id"`
+		GrantType    string `json:"grant_type"`
+		RefreshToken string `json:"refresh_token"`
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	if err != nil {
+		return "", false // the client went away
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		writeError(w, http.StatusBadRequest, 0, "invalid_request", "The body is not a JSON object.")
+		return "", false
+	}
+	if req.GrantType != "refresh_token" || req.RefreshToken == "" {
+		writeError(w, http.StatusBadRequest, 0, "invalid_request", `Want grant_type "refresh_token" and a refresh_token.`)
+		return "", false
+	}
+	return req.RefreshToken, true
+}
+
+// answerRefresh writes the token endpoint's answer for out, mangled by fault.
+func (s *Server) answerRefresh(w http.ResponseWriter, out refreshOutcome, fault RefreshFault) {
 	switch {
 	case fault == RefreshFaultGarbage:
 		w.Header().Set("Content-Type", "text/html")
@@ -143,8 +124,7 @@ func (s *Server) serveRefresh(w http.ResponseWriter, r *http.Request) {
 		if fault == RefreshFaultNoRefresh {
 			delete(resp, "refresh_token")
 		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(resp)
+		writeJSON(w, resp)
 	}
 }
 

@@ -16,7 +16,7 @@ type session struct {
 	s          *Server
 	ws         *websocket.Conn
 	acct       *account      // the socket's account; nil without Options.Accounts
-	epoch      uint64        // Server.drops at the upgrade, to tell client aborts from server drops
+	epoch      uint64        // the connTable epoch at the upgrade, to tell client aborts from server drops
 	frames     chan []byte   // text frames, reader -> run
 	readerDone chan struct{} // closed when the reader stops
 	done       chan struct{} // closed when run returns
@@ -46,9 +46,9 @@ func newSession(s *Server, ws *websocket.Conn, acct *account, epoch uint64) *ses
 
 // serve runs the session until the socket closes; the caller closes the connection afterwards.
 func (sc *session) serve() {
-	sc.s.wg.Add(1)
+	sc.s.conns.wg.Add(1)
 	go func() {
-		defer sc.s.wg.Done()
+		defer sc.s.conns.wg.Done()
 		sc.run()
 	}()
 	sc.read()
@@ -199,7 +199,7 @@ func (s *Server) completed(acct *account) {
 }
 
 // plan resolves a response's settings: Options, overridden by metadata sim_latency_ms,
-// sim_ttft_ms, sim_words and sim_fault; without sim_fault, the next FaultNext fault.
+// sim_ttft_ms, sim_words and sim_fault; without sim_fault, the next queued response fault.
 func (s *Server) plan(md map[string]string) (plan, error) {
 	p := plan{latency: s.opts.Latency, ttft: s.opts.TTFT, words: s.opts.words()}
 	ms := func(key string, d *time.Duration) error {
@@ -234,9 +234,7 @@ func (s *Server) plan(md map[string]string) (plan, error) {
 		}
 		p.fault = f
 	} else {
-		s.mu.Lock()
-		p.fault = popFault(&s.faults)
-		s.mu.Unlock()
+		p.fault = s.Faults.nextResponse()
 	}
 	if p.ttft > p.latency {
 		p.latency = p.ttft

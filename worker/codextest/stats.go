@@ -9,8 +9,8 @@ import (
 type Stats struct {
 	UpgradesAccepted int64 `json:"upgrades_accepted"` // 101 sent
 	UpgradesRejected int64 `json:"upgrades_rejected"` // any upgrade not answered with 101 (incl. hang/drop faults)
-	Rejected403      int64 `json:"rejected_403"`      // of those, with 403 (rate limit or RejectNext)
-	Upgrades426      int64 `json:"upgrades_426"`      // of those, with 426 (WSOff or RejectNext)
+	Rejected403      int64 `json:"rejected_403"`      // of those, with 403 (rate limit or Faults.Reject)
+	Upgrades426      int64 `json:"upgrades_426"`      // of those, with 426 (WSOff or Faults.Reject)
 	Responses        int64 `json:"responses"`         // responses started, over WebSocket and HTTP streaming
 	SSEResponses     int64 `json:"sse_responses"`     // of those, over HTTP streaming
 	Completed        int64 `json:"completed"`         // response.completed events sent, both transports
@@ -21,7 +21,7 @@ type Stats struct {
 	PeakOpenSockets  int64 `json:"peak_open_sockets"` // most open at once since start or ResetStats
 
 	// HTTPRejected counts HTTP streaming requests answered with an error status instead of a
-	// stream (RejectNext, 401, a bad body, usage_limit_reached).
+	// stream (Faults.Reject, 401, a bad body, usage_limit_reached).
 	HTTPRejected int64 `json:"http_rejected"`
 	// Unauthorized counts 401s, upgrades and HTTP requests.
 	Unauthorized int64 `json:"unauthorized"`
@@ -43,19 +43,60 @@ type Stats struct {
 	Accounts map[string]AccountStats `json:"accounts,omitempty"`
 }
 
-// counters are the atomically updated Stats fields; open and peak live under Server.mu.
+// counters are the atomically updated Stats fields; the socket counts live in the connTable,
+// the aborts in the abortLog.
 type counters struct {
 	upgradesAccepted, upgradesRejected, rejected403, upgrades426 atomic.Int64
 	responses, sse, completed, reused, busy, faults              atomic.Int64
-	httpRejected, unauthorized, usageLimited, clientAborts       atomic.Int64
+	httpRejected, unauthorized, usageLimited                     atomic.Int64
 	refreshCalls, refreshOK, refreshReused, refreshInvalidated   atomic.Int64
 }
 
 func (c *counters) reset() {
 	for _, v := range []*atomic.Int64{&c.upgradesAccepted, &c.upgradesRejected, &c.rejected403,
 		&c.upgrades426, &c.responses, &c.sse, &c.completed, &c.reused, &c.busy, &c.faults,
-		&c.httpRejected, &c.unauthorized, &c.usageLimited, &c.clientAborts,
+		&c.httpRejected, &c.unauthorized, &c.usageLimited,
 		&c.refreshCalls, &c.refreshOK, &c.refreshReused, &c.refreshInvalidated} {
 		v.Store(0)
 	}
+}
+
+// Stats returns a snapshot of the counters.
+func (s *Server) Stats() Stats {
+	open, peak := s.conns.counts()
+	aborts, lastAbort := s.aborts.read()
+	return Stats{
+		UpgradesAccepted:   s.c.upgradesAccepted.Load(),
+		UpgradesRejected:   s.c.upgradesRejected.Load(),
+		Rejected403:        s.c.rejected403.Load(),
+		Upgrades426:        s.c.upgrades426.Load(),
+		Responses:          s.c.responses.Load(),
+		SSEResponses:       s.c.sse.Load(),
+		Completed:          s.c.completed.Load(),
+		ReusedResponses:    s.c.reused.Load(),
+		BusyRejected:       s.c.busy.Load(),
+		Faults:             s.c.faults.Load(),
+		OpenSockets:        open,
+		PeakOpenSockets:    peak,
+		HTTPRejected:       s.c.httpRejected.Load(),
+		Unauthorized:       s.c.unauthorized.Load(),
+		UsageLimited:       s.c.usageLimited.Load(),
+		ClientAborts:       aborts,
+		LastAbort:          lastAbort,
+		RefreshCalls:       s.c.refreshCalls.Load(),
+		RefreshOK:          s.c.refreshOK.Load(),
+		RefreshReused:      s.c.refreshReused.Load(),
+		RefreshInvalidated: s.c.refreshInvalidated.Load(),
+		Accounts:           s.Accounts.all(time.Now()),
+	}
+}
+
+// ResetStats zeroes the counters, the accounts' too, and LastAbort; PeakOpenSockets restarts
+// from the sockets open now. Usage windows keep their counts (see [Accounts.SetUsage]), and
+// queued faults stay (see [Faults.Clear]).
+func (s *Server) ResetStats() {
+	s.c.reset()
+	s.Accounts.resetCounters()
+	s.aborts.reset()
+	s.conns.resetPeak()
 }

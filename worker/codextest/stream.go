@@ -1,10 +1,10 @@
 package codextest
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -19,79 +19,72 @@ type stream struct {
 }
 
 // serveStream answers a POST to the origin. Refusals come as HTTP statuses with the JSON error
-// body, in the order an upgrade meets them: RejectNext, the token, then the body, then usage.
+// body, in the order an upgrade meets them: a rejection, the token, then the body, then usage.
 func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	epoch, ok := s.conns.enter()
+	if !ok {
 		writeError(w, http.StatusServiceUnavailable, 0, "server_closed", "The server is shutting down.")
 		return
 	}
-	s.wg.Add(1)
-	defer s.wg.Done()
-	epoch := s.drops
-	rej := s.popRejectLocked()
-	s.mu.Unlock()
-
-	if rej.status != 0 {
-		s.refuseHTTP(w, rej.status, rej.retryAfter, "", "")
+	defer s.conns.leave()
+	if rej := s.Faults.nextReject(); rej.status != 0 {
+		s.refuse(w, onStream, nil, rej)
 		return
 	}
 	now := time.Now()
 	acct, fail := s.authenticate(r, now)
 	if fail != nil {
-		s.refuseHTTP(w, http.StatusUnauthorized, 0, fail.code, fail.msg)
+		s.refuse(w, onStream, nil, refusal{status: http.StatusUnauthorized, code: fail.code, msg: fail.msg})
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxFrame))
-	if err != nil {
-		s.refuseHTTP(w, http.StatusBadRequest, 0, "invalid_request", "The body could not be read.")
-		return
-	}
-	s.mu.Lock()
-	s.lastHTTP, s.lastHTTPBody = r.Header.Clone(), body
-	s.mu.Unlock()
-	var req struct {
-		genRequest
-		Stream *bool `json:"stream"`
-	}
-	if err := json.Unmarshal(body, &req); err != nil {
-		s.refuseHTTP(w, http.StatusBadRequest, 0, "invalid_request", "The body is not a JSON object: "+err.Error())
-		return
-	}
-	if !strings.Contains(r.Header.Get("Accept"), "text/event-stream") && (req.Stream == nil || !*req.Stream) {
-		s.refuseHTTP(w, http.StatusBadRequest, 0, "invalid_request", `Only streaming is simulated: send "stream": true or Accept: text/event-stream.`)
+	req, rf := s.readStreamRequest(w, r)
+	if rf.status != 0 {
+		s.refuse(w, onStream, nil, rf)
 		return
 	}
 	if acct != nil {
 		setUsageHeaders(w.Header(), acct.use(now), now)
 	}
-	steps, refusal := s.begin(acct, &req.genRequest, true, now)
-	if refusal != nil {
+	steps, refused := s.begin(acct, req, true, now)
+	if refused != nil {
 		var ra time.Duration
-		if refusal.Status == http.StatusTooManyRequests {
-			ra = time.Duration(refusal.Error.ResetsInSeconds) * time.Second
+		if refused.Status == http.StatusTooManyRequests {
+			ra = time.Duration(refused.Error.ResetsInSeconds) * time.Second
 		}
 		s.c.httpRejected.Add(1)
-		writeErrorBody(w, refusal.Status, ra, refusal.Error)
+		writeErrorBody(w, refused.Status, ra, refused.Error)
 		return
 	}
-
 	st := &stream{drop: make(chan struct{})}
-	s.mu.Lock()
-	if s.closed || s.drops != epoch {
-		s.mu.Unlock()
+	if !s.conns.addStream(st, epoch) {
 		dropHTTP(w)
 		return
 	}
-	s.streams[st] = struct{}{}
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		delete(s.streams, st)
-		s.mu.Unlock()
-	}()
+	defer s.conns.removeStream(st)
 	s.runStream(w, r, st, acct, steps, epoch)
+}
+
+// readStreamRequest reads and records the body of a streaming request, or says how to refuse it.
+func (s *Server) readStreamRequest(w http.ResponseWriter, r *http.Request) (*genRequest, refusal) {
+	bad := func(msg string) refusal {
+		return refusal{status: http.StatusBadRequest, code: "invalid_request", msg: msg}
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxFrame))
+	if err != nil {
+		return nil, bad("The body could not be read.")
+	}
+	s.last.recordHTTP(r.Header, body)
+	var req struct {
+		genRequest
+		Stream *bool `json:"stream"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		return nil, bad("The body is not a JSON object: " + err.Error())
+	}
+	if !strings.Contains(r.Header.Get("Accept"), "text/event-stream") && (req.Stream == nil || !*req.Stream) {
+		return nil, bad(`Only streaming is simulated: send "stream": true or Accept: text/event-stream.`)
+	}
+	return &req.genRequest, refusal{}
 }
 
 // runStream writes steps as server-sent events on their schedule.
@@ -100,81 +93,113 @@ func (s *Server) runStream(w http.ResponseWriter, r *http.Request, st *stream, a
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
+	out := &sseWriter{w: w, rc: http.NewResponseController(w)}
+	_ = out.rc.Flush() // the 200 goes out at once, even before a late first event
 	start := time.Now()
-	ctx := r.Context()
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
-	seq := 0
-	write := func(name string, data []byte) bool {
-		_ = rc.SetWriteDeadline(time.Now().Add(writeTimeout))
-		var err error
-		if name != "" {
-			_, err = io.WriteString(w, "event: "+name+"\n")
-		}
-		if err == nil {
-			_, err = io.WriteString(w, "data: "+string(data)+"\n\n")
-		}
-		if err == nil {
-			err = rc.Flush()
-		}
-		if err != nil {
-			s.abort(epoch) // the client stopped reading before the terminal event
-			return false
-		}
-		return true
-	}
-	_ = rc.Flush() // the 200 goes out at once, even before a late first event
 	for i := range steps {
 		stp := &steps[i]
-		var due <-chan time.Time
-		wait := stp.op == opStall
-		if d := stp.at - time.Since(start); d > 0 && !wait {
-			timer.Reset(d)
-			due, wait = timer.C, true
-		}
-		if wait {
-			select {
-			case <-due:
-			case <-ctx.Done():
-				s.abort(epoch)
-				return
-			case <-st.drop:
-				dropHTTP(w)
-				return
-			case <-s.done:
-				dropHTTP(w) // a server going away cuts its streams; it does not end them cleanly
-				return
-			}
-		}
-		switch stp.op {
-		case opText:
-			stp.ev.setSeq(seq)
-			seq++
-			b, err := json.Marshal(stp.ev)
-			if err != nil {
-				return
-			}
-			if re, ok := stp.ev.(*responseEvent); ok && re.Type == evCompleted {
-				s.completed(acct)
-			}
-			if !write(stp.ev.eventType(), b) {
-				return
-			}
-		case opInfo:
-			if !write(stp.name, stp.raw) {
-				return
-			}
-		case opRaw:
-			if !write("", stp.raw) {
-				return
-			}
-		default: // opDrop, and the WebSocket-only opBinary, opClose1008, opCloseConn
+		switch s.streamWait(r.Context(), st, timer, stp, start) {
+		case waitAborted:
+			s.abort(epoch)
+			return
+		case waitDropped:
 			dropHTTP(w)
 			return
 		}
+		ok, lost := s.streamStep(out, stp, acct)
+		if lost {
+			s.abort(epoch) // the client stopped reading before the terminal event
+		}
+		if !ok {
+			return
+		}
 	}
+}
+
+// waitResult is how a stream's wait for its next step ended.
+type waitResult uint8
+
+const (
+	waitDue     waitResult = iota // the step is due
+	waitAborted                   // the client went away
+	waitDropped                   // CloseClientConnections or Close: cut the stream
+)
+
+// streamWait waits until stp is due (for ever, for opStall).
+func (s *Server) streamWait(ctx context.Context, st *stream, timer *time.Timer, stp *step, start time.Time) waitResult {
+	var due <-chan time.Time
+	wait := stp.op == opStall
+	if d := stp.at - time.Since(start); d > 0 && !wait {
+		timer.Reset(d)
+		due, wait = timer.C, true
+	}
+	if !wait {
+		return waitDue
+	}
+	select {
+	case <-due:
+		return waitDue
+	case <-ctx.Done():
+		return waitAborted
+	case <-st.drop:
+		return waitDropped
+	case <-s.done:
+		return waitDropped // a server going away cuts its streams; it does not end them cleanly
+	}
+}
+
+// streamStep writes one step as an event. It returns false when the stream ends, and lost when
+// that is because the client stopped reading.
+func (s *Server) streamStep(out *sseWriter, stp *step, acct *account) (ok, lost bool) {
+	switch stp.op {
+	case opText:
+		stp.ev.setSeq(out.seq)
+		out.seq++
+		b, err := json.Marshal(stp.ev)
+		if err != nil {
+			return false, false
+		}
+		if re, isResp := stp.ev.(*responseEvent); isResp && re.Type == evCompleted {
+			s.completed(acct)
+		}
+		return out.write(stp.ev.eventType(), b)
+	case opInfo:
+		return out.write(stp.name, stp.raw)
+	case opRaw:
+		return out.write("", stp.raw)
+	}
+	// opDrop, and the WebSocket-only opBinary, opClose1008, opCloseConn
+	dropHTTP(out.w)
+	return false, false
+}
+
+// An sseWriter writes server-sent events, numbering the response's events.
+type sseWriter struct {
+	w   http.ResponseWriter
+	rc  *http.ResponseController
+	seq int
+}
+
+// write writes one event named name ("" = unnamed); false, true when the client is gone.
+func (o *sseWriter) write(name string, data []byte) (ok, lost bool) {
+	_ = o.rc.SetWriteDeadline(time.Now().Add(writeTimeout))
+	var err error
+	if name != "" {
+		_, err = io.WriteString(o.w, "event: "+name+"\n")
+	}
+	if err == nil {
+		_, err = io.WriteString(o.w, "data: "+string(data)+"\n\n")
+	}
+	if err == nil {
+		err = o.rc.Flush()
+	}
+	if err != nil {
+		return false, true
+	}
+	return true, false
 }
 
 // dropHTTP closes the request's TCP connection without finishing the response.
@@ -184,38 +209,4 @@ func dropHTTP(w http.ResponseWriter) {
 		panic(http.ErrAbortHandler) // makes net/http close the connection
 	}
 	nc.Close()
-}
-
-// refuseHTTP answers an HTTP streaming request with status and the JSON error body, and counts it.
-func (s *Server) refuseHTTP(w http.ResponseWriter, status int, retryAfter time.Duration, code, msg string) {
-	s.c.httpRejected.Add(1)
-	if status == http.StatusUnauthorized {
-		s.c.unauthorized.Add(1)
-	}
-	s.logf("codextest: HTTP request refused with %d", status)
-	if code == "" {
-		code, msg = rejectText(status)
-	}
-	writeError(w, status, retryAfter, code, msg)
-}
-
-// writeErrorBody writes {"error": body} with status.
-func writeErrorBody(w http.ResponseWriter, status int, retryAfter time.Duration, body errorBody) {
-	if retryAfter > 0 {
-		w.Header().Set("Retry-After", strconv.FormatInt(int64(retryAfter/time.Second), 10))
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(struct {
-		Error errorBody `json:"error"`
-	}{body})
-}
-
-// LastHTTPRequest returns copies of the headers and body of the latest HTTP streaming request
-// that got past the token check (nil before the first), so tests can check what a client sends
-// on the fallback.
-func (s *Server) LastHTTPRequest() (http.Header, []byte) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.lastHTTP.Clone(), append([]byte(nil), s.lastHTTPBody...)
 }

@@ -54,7 +54,7 @@ func TestSSEMatchesWebSocket(t *testing.T) {
 				if via == "metadata" {
 					md = map[string]string{"sim_fault": string(tt.fault)}
 				} else {
-					arm = func() { s.FaultNext(1, tt.fault) }
+					arm = func() { s.Faults.Next(AtResponse, 1, tt.fault) }
 				}
 				c, _, err := dial(t, s.URL, bearer("tok-a"))
 				if err != nil {
@@ -147,7 +147,7 @@ func TestSSEUsageAuthAndRefusals(t *testing.T) {
 		{name: "no token", body: `{"input":"x","stream":true}`, status: 401, code: "invalid_api_key"},
 		{name: "wrong token", h: bearer("nope"), body: `{"input":"x","stream":true}`, status: 401, code: "invalid_api_key"},
 		{name: "not JSON", h: bearer("tok-a"), body: `{"input":`, status: 400, code: "invalid_request"},
-		{name: "RejectNext", h: bearer("tok-a"), body: `{"input":"x"}`, setup: func() { s.RejectNext(1, 503, time.Second) }, status: 503, code: "server_error"},
+		{name: "RejectNext", h: bearer("tok-a"), body: `{"input":"x"}`, setup: func() { s.Faults.Reject(1, 503, time.Second) }, status: 503, code: "server_error"},
 	}
 	for _, r := range refusals {
 		if r.setup != nil {
@@ -166,7 +166,7 @@ func TestSSEUsageAuthAndRefusals(t *testing.T) {
 	if st.HTTPRejected != 5 || st.Unauthorized != 2 || st.UsageLimited != 1 || st.SSEResponses != 2 {
 		t.Errorf("stats %+v, want 5 HTTP rejected, 2 unauthorized, 1 usage limited, 2 SSE responses", st)
 	}
-	if as := s.AccountStats("a"); as.SSEResponses != 2 || as.Completed != 2 || as.UsageLimited != 1 || as.Windows[0].Used != 2 {
+	if as := s.Accounts.Stats("a"); as.SSEResponses != 2 || as.Completed != 2 || as.UsageLimited != 1 || as.Windows[0].Used != 2 {
 		t.Errorf("account stats %+v, want 2 SSE responses, 2 completed, 1 usage limited, 2 used", as)
 	}
 }
@@ -236,13 +236,13 @@ func TestWSOff(t *testing.T) {
 		}
 	}
 	// Refused upgrades consume no RejectNext rule: the POST after them gets it.
-	s.RejectNext(1, http.StatusInternalServerError, 0)
+	s.Faults.Reject(1, http.StatusInternalServerError, 0)
 	wantWS(false)
 	if resp := post(context.Background(), t, cl, s.HTTPURL, nil, streamBody("x", nil)); resp.StatusCode != 500 {
 		t.Errorf("POST after a refused upgrade: %d, want the queued 500", resp.StatusCode)
 	}
 	wantSSE()
-	s.SetWSOff(false)
+	s.Limits.SetWSOff(false)
 	wantWS(true)
 	if code, _ := control(t, s, "POST", "/ws?off=true"); code != 200 {
 		t.Fatalf("POST /ws?off=true: %d", code)
@@ -350,9 +350,9 @@ func readUntil(br *bufio.Reader, name string) error {
 }
 
 func streams(s *Server) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.streams)
+	s.conns.mu.Lock()
+	defer s.conns.mu.Unlock()
+	return len(s.conns.streams)
 }
 
 func TestSSEDroppedByCloseClientConnections(t *testing.T) {
@@ -387,8 +387,8 @@ func TestCloseEndsStreamsAndRefreshes(t *testing.T) {
 		}
 		bodies = append(bodies, br)
 	}
-	l, _ := s.NewLogin("a")
-	s.RefreshFaultNext(1, RefreshFaultSlow)
+	l, _ := s.Logins.Issue("a")
+	s.Faults.Refresh(1, RefreshFaultSlow)
 	refreshed := make(chan error, 1)
 	go func() {
 		resp, err := cl.Post(s.RefreshURL, "application/json", strings.NewReader(refreshBody(l.RefreshToken)))

@@ -53,7 +53,7 @@ func TestSetUpgradeLimitAtRunTime(t *testing.T) {
 			t.Fatalf("unlimited upgrade %d: %v", i, err)
 		}
 	}
-	s.SetUpgradeLimit(slowRate, 2)
+	s.Limits.SetUpgradeRate("", slowRate, 2)
 	for i := range 2 {
 		if _, _, err := dial(t, s.URL, nil); err != nil {
 			t.Fatalf("upgrade %d within the new burst: %v", i, err)
@@ -62,7 +62,7 @@ func TestSetUpgradeLimitAtRunTime(t *testing.T) {
 	if _, resp, _ := dial(t, s.URL, nil); resp == nil || resp.StatusCode != http.StatusForbidden {
 		t.Fatalf("upgrade above the new burst: %v, want 403", resp)
 	}
-	s.SetUpgradeLimit(0, 0)
+	s.Limits.SetUpgradeRate("", 0, 0)
 	if _, _, err := dial(t, s.URL, nil); err != nil {
 		t.Fatalf("upgrade after removing the limit: %v", err)
 	}
@@ -87,7 +87,7 @@ func TestRejectNext(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(http.StatusText(tt.status), func(t *testing.T) {
 			s := newServer(t, Options{})
-			s.RejectNext(2, tt.status, tt.retryAfter)
+			s.Faults.Reject(2, tt.status, tt.retryAfter)
 			for i := range 2 {
 				_, resp, err := dial(t, s.URL, nil)
 				if err == nil || resp == nil || resp.StatusCode != tt.status {
@@ -118,8 +118,8 @@ func TestRejectNext(t *testing.T) {
 
 func TestRejectNextQueuesInOrder(t *testing.T) {
 	s := newServer(t, Options{})
-	s.RejectNext(1, 500, 0)
-	s.RejectNext(1, 401, 0)
+	s.Faults.Reject(1, 500, 0)
+	s.Faults.Reject(1, 401, 0)
 	for _, want := range []int{500, 401} {
 		if _, resp, _ := dial(t, s.URL, nil); resp == nil || resp.StatusCode != want {
 			t.Fatalf("got %v, want %d", resp, want)
