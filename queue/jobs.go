@@ -1,11 +1,11 @@
 package queue
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -13,7 +13,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/codexpool/codexpool/schemas"
-	"github.com/codexpool/codexpool/schemas/validate"
 )
 
 // Durable jobs: every worker pulls from one durable consumer, one job per free in-flight slot, so
@@ -47,357 +46,381 @@ type JobStats struct {
 // maxPullBatch bounds the jobs one pull asks for when several slots are free.
 const maxPullBatch = 32
 
-// pullJobs is the pull loop: it takes a free slot, then asks for one job (waiting up to
-// FetchWait for one). When more slots are free and the last pull found jobs waiting, it asks for
-// as many jobs as there are free slots, without waiting: a busy backlog costs one pull request per
-// batch, and a slot is never reserved for a job that is not there. It ends when stop is closed; a
-// job that arrives after that is handed back at once.
-func (s *Service) pullJobs(stop <-chan struct{}) {
+// jobConsumer pulls durable jobs into the Service's free slots and runs them. start begins its
+// pull loop, halt ends it, wait waits for it; the jobs it started are the Service's goroutines.
+type jobConsumer struct {
+	s     *Service
+	jobs  *Jobs
+	slots *slots
+	st    jobCounters
+	stop  chan struct{} // closed by halt: the pull loop stops
+	done  chan struct{} // closed when the pull loop has returned
+}
+
+func newJobConsumer(s *Service, j *Jobs) *jobConsumer {
+	return &jobConsumer{s: s, jobs: j, slots: s.slots, stop: make(chan struct{}), done: make(chan struct{})}
+}
+
+func (c *jobConsumer) start() {
+	go func() {
+		defer close(c.done)
+		c.pull()
+	}()
+	cfg := c.jobs.cfg
+	c.s.log.Info("consuming durable jobs", "stream", cfg.Stream, "consumer", schemas.JobsConsumer,
+		"bucket", cfg.Bucket, "ack_wait", cfg.AckWait, "max_attempts", cfg.MaxAttempts)
+}
+
+// halt stops the pull loop; a job that arrives after that is handed back at once.
+func (c *jobConsumer) halt() { close(c.stop) }
+
+// wait waits until the pull loop has returned (at most one FetchWait after halt).
+func (c *jobConsumer) wait() { <-c.done }
+
+// pull is the pull loop: it takes a free slot, then asks for one job (waiting up to FetchWait
+// for one). When more slots are free and the last pull found jobs waiting, it asks for as many
+// jobs as there are free slots, without waiting: a busy backlog costs one pull request per batch,
+// and a slot is never reserved for a job that is not there. It ends when stop is closed.
+func (c *jobConsumer) pull() {
 	backlog := false
 	for {
 		if backlog {
-			select {
-			case s.slot <- struct{}{}:
-			case <-stop:
+			got, ok := c.pullBacklog()
+			if !ok {
 				return
-			}
-			n := 1
-			for n < maxPullBatch && s.tryAcquire() {
-				n++
-			}
-			got := s.pullBatch(n, stop)
-			for range n - got {
-				s.release()
 			}
 			if got > 0 {
 				continue
 			}
 			backlog = false
 		}
-		if !s.reserve(stop) {
+		if !c.slots.reserve(c.stop) {
 			return
 		}
-		msg, stolen, err := s.waitForJob()
-		if stolen {
-			// A request took the reserved slot: it is the request's now. A job that arrived in
-			// the same instant goes back to the stream for the next free slot.
-			if msg != nil {
-				_ = msg.Nak()
-				s.jst.released.Add(1)
-			}
-			continue
-		}
-		if s.stopping(stop, msg) {
+		started, ok := c.pullOne()
+		if !ok {
 			return
 		}
-		if err != nil {
-			s.release()
-			if !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
-				s.log.Warn("jobs: pull failed; retrying", "error", err)
-				select {
-				case <-stop:
-					return
-				case <-time.After(s.jobs.cfg.FetchWait):
-				}
-			}
-			continue
-		}
-		s.startJob(msg)
-		backlog = true
+		backlog = started
 	}
 }
 
-// Pull waits and requests share one slot: while the pull loop waits for a job in the slot it
-// reserved, a request that finds no other slot free takes that one (stealPullSlot) and the wait
-// is cancelled, so an idle worker with jobs on still serves MaxInflight requests.
-const (
-	pullIdle int32 = iota
-	pullWaiting
-	pullStolen
-)
-
-// reserve takes a slot for the pull loop to wait for a job in, waiting until one is free, and
-// marks it stealable in the same step (under pullMu, as acquire looks). It reports false when
-// stop closes first.
-func (s *Service) reserve(stop <-chan struct{}) bool {
-	for {
-		s.pullMu.Lock()
-		ok := s.tryAcquire()
-		if ok {
-			s.pullState.Store(pullWaiting)
-		}
-		s.pullMu.Unlock()
-		if ok {
-			return true
-		}
-		select {
-		case <-s.freed:
-		case <-stop:
-			return false
-		}
+// pullBacklog takes one slot (waiting for it) and every other free one, up to maxPullBatch, and
+// fills them with jobs waiting now; it returns how many it started, or false when stop closed.
+func (c *jobConsumer) pullBacklog() (int, bool) {
+	if !c.slots.acquireWait(c.stop) {
+		return 0, false
 	}
+	n := 1
+	for n < maxPullBatch && c.slots.tryAcquire() {
+		n++
+	}
+	got := c.pullBatch(n)
+	for range n - got {
+		c.slots.release()
+	}
+	return got, true
+}
+
+// pullOne waits for one job in the slot reserve took and starts it. started reports that it
+// did; ok is false when stop closed.
+func (c *jobConsumer) pullOne() (started, ok bool) {
+	msg, stolen, err := c.waitForJob()
+	if stolen {
+		// A request took the reserved slot: it is the request's now. A job that arrived in the
+		// same instant goes back to the stream for the next free slot.
+		if msg != nil {
+			c.release(msg)
+		}
+		return false, true
+	}
+	if c.stopping(msg) {
+		return false, false
+	}
+	if err != nil {
+		c.slots.release()
+		if !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
+			c.s.log.Warn("jobs: pull failed; retrying", "error", err)
+			select {
+			case <-c.stop:
+				return false, false
+			case <-time.After(c.jobs.cfg.FetchWait):
+			}
+		}
+		return false, true
+	}
+	c.startJob(msg)
+	return true, true
 }
 
 // waitForJob waits up to FetchWait for one job in the slot reserve took. stolen reports that a
 // request took the slot meanwhile (the caller no longer holds it).
-func (s *Service) waitForJob() (jetstream.Msg, bool, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), s.jobs.cfg.FetchWait)
+func (c *jobConsumer) waitForJob() (jetstream.Msg, bool, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.jobs.cfg.FetchWait)
 	defer cancel()
-	s.pullCancel.Store(&cancel)
-	if s.pullState.Load() == pullStolen {
+	if c.slots.beginWait(cancel) {
 		// Taken before the wait could be cancelled: do not ask at all. (A pull request sent with
 		// a cancelled context still reaches the server, and a job it delivers before the
 		// unsubscribe lands in a buffer nobody reads, to come back only after AckWait. A
 		// cancelled wait has the same hazard in the instant a job arrives: rare, and the job
 		// is late, not lost.)
-		s.pullState.Store(pullIdle)
 		return nil, true, nil
 	}
-	msg, err := s.jobs.consumer.Next(jetstream.FetchContext(ctx))
-	if !s.pullState.CompareAndSwap(pullWaiting, pullIdle) {
-		s.pullState.Store(pullIdle)
-		return msg, true, err
-	}
-	return msg, false, err
-}
-
-// stealPullSlot takes the slot the pull loop holds while it waits for a job, if it does.
-func (s *Service) stealPullSlot() bool {
-	if s.jobs == nil || !s.pullState.CompareAndSwap(pullWaiting, pullStolen) {
-		return false
-	}
-	if c := s.pullCancel.Load(); c != nil {
-		(*c)()
-	}
-	return true
+	msg, err := c.jobs.consumer.Next(jetstream.FetchContext(ctx))
+	return msg, c.slots.endWait(), err
 }
 
 // pullBatch asks for up to n jobs that are waiting now and starts each in one of the n slots the
 // caller holds; it returns how many it started (their slots are theirs now).
-func (s *Service) pullBatch(n int, stop <-chan struct{}) int {
-	batch, err := s.jobs.consumer.FetchNoWait(n)
+func (c *jobConsumer) pullBatch(n int) int {
+	batch, err := c.jobs.consumer.FetchNoWait(n)
 	if err != nil {
 		return 0
 	}
 	got := 0
 	for msg := range batch.Messages() {
 		select {
-		case <-stop:
-			_ = msg.Nak()
-			s.jst.released.Add(1)
+		case <-c.stop:
+			c.release(msg)
 			continue
 		default:
 		}
 		got++
-		s.startJob(msg)
+		c.startJob(msg)
 	}
 	return got
 }
 
 // stopping reports whether stop is closed, handing msg back and freeing the caller's slot if so.
-func (s *Service) stopping(stop <-chan struct{}, msg jetstream.Msg) bool {
+func (c *jobConsumer) stopping(msg jetstream.Msg) bool {
 	select {
-	case <-stop:
+	case <-c.stop:
 		if msg != nil {
-			_ = msg.Nak()
-			s.jst.released.Add(1)
+			c.release(msg)
 		}
-		s.release()
+		c.slots.release()
 		return true
 	default:
 		return false
 	}
 }
 
+// release hands msg back to the stream at once, for another worker (or a later pull).
+func (c *jobConsumer) release(msg jetstream.Msg) {
+	_ = msg.Nak()
+	c.st.released.Add(1)
+}
+
 // startJob runs msg in its own goroutine, in the slot the caller holds.
-func (s *Service) startJob(msg jetstream.Msg) {
-	s.jst.pulled.Add(1)
-	s.jst.running.Add(1)
-	if !s.goTrack(func() { s.runJob(msg) }) {
-		s.jst.running.Add(-1)
-		_ = msg.Nak()
-		s.jst.released.Add(1)
-		s.release()
+func (c *jobConsumer) startJob(msg jetstream.Msg) {
+	c.st.pulled.Add(1)
+	c.st.running.Add(1)
+	if !c.s.goTrack(func() { c.runJob(msg) }) {
+		c.st.running.Add(-1)
+		c.release(msg)
+		c.slots.release()
+	}
+}
+
+// job is one delivery of a job being run.
+type job struct {
+	msg      jetstream.Msg
+	meta     *jetstream.MsgMetadata
+	t        target
+	in       admitted
+	log      *slog.Logger
+	received time.Time
+}
+
+// heldSlot is the slot a running job holds (counted running by startJob). It is the generation's:
+// it is freed as soon as the generation is over, so the next job starts while this one's result
+// is stored and acked.
+type heldSlot struct {
+	c    *jobConsumer
+	done bool
+}
+
+func (h *heldSlot) free() {
+	if !h.done {
+		h.done = true
+		h.c.st.running.Add(-1)
+		h.c.slots.release()
 	}
 }
 
 // runJob runs one job that holds a slot, and frees the slot when it is done.
-func (s *Service) runJob(msg jetstream.Msg) {
-	// The slot (counted running by startJob) is the generation's: it is freed as soon as the
-	// generation is over, so the next job starts while this one's result is stored and acked.
-	held := true
-	free := func() {
-		if held {
-			held = false
-			s.jst.running.Add(-1)
-			s.release()
-		}
-	}
-	defer free()
-	received := time.Now()
-	hdr := msg.Headers()
-	meta, err := msg.Metadata()
-	if err != nil {
-		s.log.Warn("jobs: message without JetStream metadata; terminated", "error", err)
-		_ = msg.Term()
-		s.jst.terminated.Add(1)
+func (c *jobConsumer) runJob(msg jetstream.Msg) {
+	slot := &heldSlot{c: c}
+	defer slot.free()
+	j, ok := c.open(msg)
+	if !ok {
 		return
 	}
-	if meta.NumDelivered > 1 {
-		s.jst.redelivered.Add(1)
+	ctx, cancel := context.WithCancel(c.s.base)
+	defer cancel()
+	if c.settled(ctx, j) {
+		return
 	}
-	crashLoop := meta.NumDelivered > uint64(2*s.jobs.cfg.MaxAttempts)
+	// Keep the job alive while it runs, so a generation longer than AckWait is not redelivered.
+	stopKeepAlive := c.keepAlive(msg)
+	defer stopKeepAlive()
+	if j.in.err != nil {
+		c.finishJob(ctx, j, j.in.req != nil && j.in.req.Stream, outcome{err: j.in.err})
+		return
+	}
+	o, streamed := c.generate(ctx, j)
+	slot.free()
+	c.conclude(ctx, j, streamed, o)
+}
+
+// open reads a delivered job: its metadata, id, target and admission. It terminates a job that
+// cannot have a result (no metadata, an invalid id) and reports false then.
+func (c *jobConsumer) open(msg jetstream.Msg) (*job, bool) {
+	hdr := msg.Headers()
+	j := &job{msg: msg, received: time.Now()}
+	meta, err := msg.Metadata()
+	if err != nil {
+		c.s.log.Warn("jobs: message without JetStream metadata; terminated", "error", err)
+		_ = msg.Term()
+		c.st.terminated.Add(1)
+		return nil, false
+	}
+	j.meta = meta
+	if meta.NumDelivered > 1 {
+		c.st.redelivered.Add(1)
+	}
 	id := hdr.Get(schemas.HeaderMsgID)
 	if id == "" {
-		id = strconv.FormatUint(meta.Sequence.Stream, 10)
+		id = c.jobs.ids.of(meta.Sequence.Stream)
 	}
-	requestID := hdr.Get(schemas.HeaderRequestID)
-	if requestID == "" {
-		requestID = id
-	}
-	t := target{reply: hdr.Get(schemas.HeaderReplyTo), id: requestID, job: id}
+	requestID := cmp.Or(hdr.Get(schemas.HeaderRequestID), id)
+	j.in = c.s.admit(admission{reply: hdr.Get(schemas.HeaderReplyTo), replyOptional: true, hdr: hdr, data: msg.Data()})
+	j.t = target{reply: j.in.reply, id: requestID, job: id}
 	if !schemas.ValidJobID(id) {
 		// Not a valid KV key: there is nowhere to put a result.
 		e := schemas.Errorf(schemas.CodeInvalidRequest, "job id %q must match [A-Za-z0-9_=-]{1,128}", truncateID(id))
-		s.log.Info("jobs: invalid job id; terminated", "request_id", requestID, "seq", meta.Sequence.Stream)
-		s.answerRefused(t, msg.Data(), e)
+		c.s.log.Info("jobs: invalid job id; terminated", "request_id", requestID, "seq", meta.Sequence.Stream)
+		c.s.answerRefused(j.t, msg.Data(), e)
 		_ = msg.TermWithReason("invalid job id")
-		s.jst.terminated.Add(1)
-		return
+		c.st.terminated.Add(1)
+		return nil, false
 	}
-	log := s.log.With("job", id, "request_id", requestID, "delivery", meta.NumDelivered)
+	j.log = c.s.log.With("job", id, "request_id", requestID, "delivery", meta.NumDelivered)
+	return j, true
+}
 
-	ctx, cancel := context.WithCancel(s.base)
-	defer cancel()
-	if stored, err := s.jobs.results.Get(ctx, id); err == nil {
-		// A redelivery after the result was written (the ack was lost), or the same job
-		// submitted again: nothing to run again. A one-shot listener still gets the answer.
-		log.Debug("jobs: result exists; acked without a generation")
-		s.answerStored(t, wantsStream(msg.Data()), stored.Value())
-		s.ack(ctx, msg, log)
-		s.jst.skipped.Add(1)
-		return
-	} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
-		log.Warn("jobs: cannot read the results bucket; will retry", "error", err)
-		s.retry(msg, 0, meta.NumDelivered, log)
-		return
-	}
-
-	if crashLoop {
+// settled ends a job that needs no generation: its result exists (a redelivery after the result
+// was written, or the same job submitted again), the results bucket cannot be read (retried), or
+// it was delivered beyond its attempts. It reports whether it ended the job.
+func (c *jobConsumer) settled(ctx context.Context, j *job) bool {
+	stored, err := c.jobs.results.Get(ctx, j.t.job)
+	switch {
+	case err == nil:
+		// Nothing to run again. A one-shot listener still gets the answer.
+		j.log.Debug("jobs: result exists; acked without a generation")
+		c.s.answerStored(j.t, wantsStream(j.msg.Data()), stored.Value())
+		c.ack(j)
+		c.st.skipped.Add(1)
+		return true
+	case !errors.Is(err, jetstream.ErrKeyNotFound):
+		j.log.Warn("jobs: cannot read the results bucket; will retry", "error", err)
+		c.retry(j, 0)
+		return true
+	case j.meta.NumDelivered > uint64(2*c.jobs.cfg.MaxAttempts):
 		// Deliveries beyond the attempts are workers that died or stalled on it: stop.
-		s.finishJob(ctx, msg, t, false, outcome{err: schemas.Errorf(schemas.CodeUpstreamError,
-			"the job was delivered %d times without finishing", meta.NumDelivered)}, log)
-		return
+		c.finishJob(ctx, j, false, outcome{err: schemas.Errorf(schemas.CodeUpstreamError,
+			"the job was delivered %d times without finishing", j.meta.NumDelivered)})
+		return true
 	}
+	return false
+}
 
-	// Keep the job alive while it runs, so a generation longer than AckWait is not redelivered.
-	stopKeepAlive := s.keepAlive(msg)
-	defer stopKeepAlive()
+// generate runs an admitted job's generation; streamed reports whether its events went to the
+// job's Codex-Reply-To.
+func (c *jobConsumer) generate(ctx context.Context, j *job) (outcome, bool) {
+	r := j.in.req
+	r.ID = j.t.id
+	gctx, gcancel := context.WithDeadline(ctx, j.received.Add(j.in.timeout))
+	defer gcancel()
+	gctx, done := c.s.cancellable(gctx, r.ID)
+	defer done()
+	streamed := r.Stream && j.t.reply != ""
+	o := c.s.execute(gctx, r, j.t, streamed, streamed)
+	c.s.finish(r, o, j.received)
+	return o, streamed
+}
 
-	timeout := s.cfg.RequestTimeout
-	if v := hdr.Get(schemas.HeaderTimeout); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			s.finishJob(ctx, msg, t, false, outcome{err: schemas.Errorf(schemas.CodeInvalidRequest,
-				"%s header %q is not a positive Go duration (e.g. 90s)", schemas.HeaderTimeout, v)}, log)
-			return
-		}
-		timeout = min(timeout, d)
-	}
-	if n := len(msg.Data()); n > s.cfg.MaxRequestBytes {
-		s.finishJob(ctx, msg, t, false, outcome{err: schemas.Errorf(schemas.CodeRequestTooLarge,
-			"request is %d bytes, more than the %d this worker accepts", n, s.cfg.MaxRequestBytes)}, log)
-		return
-	}
-	r, err := validate.Request(msg.Data())
-	if err != nil {
-		se, ok := schemas.AsError(err)
-		if !ok {
-			se = schemas.Errorf(schemas.CodeInvalidRequest, "%v", err)
-		}
-		s.finishJob(ctx, msg, t, r != nil && r.Stream, outcome{err: se}, log)
-		return
-	}
-	r.ID = requestID
-
-	gctx, gcancel := context.WithDeadline(ctx, received.Add(timeout))
-	gctx, done := s.cancellable(gctx, requestID)
-	streamed := r.Stream && t.reply != ""
-	o := s.execute(gctx, r, t, streamed, streamed)
-	done()
-	gcancel()
-	s.finish(r, o, received)
-	free()
-
-	if o.err != nil && context.Cause(s.base) != nil && errors.Is(context.Cause(s.base), errShutdown) {
+// conclude ends a job whose generation ran: handed back when shutdown cut it off, retried after a
+// retryable failure with attempts left, else finished with its outcome.
+func (c *jobConsumer) conclude(ctx context.Context, j *job, streamed bool, o outcome) {
+	if o.err != nil && errors.Is(context.Cause(c.s.base), errShutdown) {
 		// Cut off by shutdown: another worker takes it at once.
 		if streamed {
-			s.answer(t, true, o)
+			c.s.answer(j.t, true, o)
 		}
-		_ = msg.Nak()
-		s.jst.released.Add(1)
-		log.Info("jobs: handed back at shutdown")
+		c.release(j.msg)
+		j.log.Info("jobs: handed back at shutdown")
 		return
 	}
-	if o.err != nil && retryable(o.err) && o.events == 0 && meta.NumDelivered < uint64(s.jobs.cfg.MaxAttempts) {
+	if o.err != nil && retryable(o.err) && o.events == 0 && j.meta.NumDelivered < uint64(c.jobs.cfg.MaxAttempts) {
 		if wait := o.err.RetryAfter; wait <= jobMaxRetryDelay {
-			log.Info("jobs: retryable failure; handed back", "status", o.err.Status, "code", o.err.Code)
-			s.retry(msg, wait, meta.NumDelivered, log)
+			j.log.Info("jobs: retryable failure; handed back", "status", o.err.Status, "code", o.err.Code)
+			c.retry(j, wait)
 			return
 		}
 	}
-	s.finishJob(ctx, msg, t, streamed, o, log)
+	c.finishJob(ctx, j, streamed, o)
 }
 
 // finishJob writes the job's result, answers its Codex-Reply-To and acks it, in that order. The
 // write outlives a shutdown that cuts generations off: a finished generation is not thrown away.
-func (s *Service) finishJob(ctx context.Context, msg jetstream.Msg, t target, streamed bool, o outcome, log *slog.Logger) {
+func (c *jobConsumer) finishJob(ctx context.Context, j *job, streamed bool, o outcome) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resultWriteTimeout)
 	defer cancel()
-	o = s.fitPayload(o)
+	o = c.s.fitPayload(o)
 	start := time.Now()
-	if _, err := s.jobs.results.Put(ctx, t.job, o.body()); err != nil {
+	if _, err := c.jobs.results.Put(ctx, j.t.job, o.body()); err != nil {
 		// Without the result the job must run again: do not ack it.
-		log.Warn("jobs: cannot write the result; handing the job back", "error", err)
-		_ = msg.NakWithDelay(jobRetryBase)
-		s.jst.retried.Add(1)
+		j.log.Warn("jobs: cannot write the result; handing the job back", "error", err)
+		_ = j.msg.NakWithDelay(jobRetryBase)
+		c.st.retried.Add(1)
 		return
 	}
-	s.jst.kvWrite(time.Since(start))
-	if s.cfg.ObserveResultWrite != nil {
-		s.cfg.ObserveResultWrite(time.Since(start))
+	c.st.kvWrite(time.Since(start))
+	if c.s.cfg.ObserveResultWrite != nil {
+		c.s.cfg.ObserveResultWrite(time.Since(start))
 	}
-	s.answer(t, streamed, o)
-	s.ack(ctx, msg, log)
+	c.s.answer(j.t, streamed, o)
+	c.ack(j)
 }
 
-// ack acks msg. It does not wait for the server's confirmation: the result is stored first, so a
-// lost ack costs a redelivery that finds the result and acks without a new generation.
-func (s *Service) ack(_ context.Context, msg jetstream.Msg, log *slog.Logger) {
-	if err := msg.Ack(); err != nil {
-		log.Warn("jobs: ack not sent", "error", err)
+// ack acks the job. It does not wait for the server's confirmation: the result is stored first,
+// so a lost ack costs a redelivery that finds the result and acks without a new generation.
+func (c *jobConsumer) ack(j *job) {
+	if err := j.msg.Ack(); err != nil {
+		j.log.Warn("jobs: ack not sent", "error", err)
 	}
-	s.jst.acked.Add(1)
+	c.st.acked.Add(1)
 }
 
-// retry hands msg back to the consumer after at least wait (the origin's retry time), doubling
-// from jobRetryBase with each delivery.
-func (s *Service) retry(msg jetstream.Msg, wait time.Duration, delivered uint64, log *slog.Logger) {
-	d := jobRetryBase << min(max(delivered, 1)-1, 16)
+// retry hands the job back to the consumer after at least wait (the origin's retry time),
+// doubling from jobRetryBase with each delivery.
+func (c *jobConsumer) retry(j *job, wait time.Duration) {
+	d := jobRetryBase << min(max(j.meta.NumDelivered, 1)-1, 16)
 	d = min(max(d, wait), jobMaxRetryDelay)
-	if err := msg.NakWithDelay(d); err != nil {
-		log.Warn("jobs: cannot hand the job back; it returns after the ack wait", "error", err)
+	if err := j.msg.NakWithDelay(d); err != nil {
+		j.log.Warn("jobs: cannot hand the job back; it returns after the ack wait", "error", err)
 	}
-	s.jst.retried.Add(1)
+	c.st.retried.Add(1)
 }
 
 // keepAlive sends InProgress every third of AckWait until the returned func is called.
-func (s *Service) keepAlive(msg jetstream.Msg) (stop func()) {
+func (c *jobConsumer) keepAlive(msg jetstream.Msg) (stop func()) {
 	done := make(chan struct{})
 	finished := make(chan struct{})
 	go func() {
 		defer close(finished)
-		t := time.NewTicker(max(s.jobs.cfg.AckWait/3, 10*time.Millisecond))
+		t := time.NewTicker(max(c.jobs.cfg.AckWait/3, 10*time.Millisecond))
 		defer t.Stop()
 		for {
 			select {
