@@ -287,14 +287,14 @@ func TestE2EJobsPermissions(t *testing.T) {
 	t.Cleanup(nc.Close)
 	c := &cluster{t: t, url: ns.ClientURL(), nc: nc, sim: sim, client: client.New(nc, client.Options{})}
 	p := c.startWorker("w-jobs-secure", "CODEXPOOL_NATS_USER=worker", "CODEXPOOL_NATS_PASSWORD=worker-pw", "CODEXPOOL_JOBS=on")
-	replies, err := nc.SubscribeSync("replies.one")
+	replies, err := nc.SubscribeSync("_INBOX.replies.one")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := nc.Flush(); err != nil { // the server has the subscription before another connection's job
 		t.Fatal(err)
 	}
-	if _, err := c.client.Submit(ctxT(t, 10*time.Second), request("secure job", nil), client.SubmitOptions{ID: "sec-1", ReplyTo: "replies.one"}); err != nil {
+	if _, err := c.client.Submit(ctxT(t, 10*time.Second), request("secure job", nil), client.SubmitOptions{ID: "sec-1", ReplyTo: "_INBOX.replies.one"}); err != nil {
 		t.Fatal(err)
 	}
 	r, err := c.client.Wait(ctxT(t, 30*time.Second), "sec-1")
