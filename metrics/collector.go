@@ -22,6 +22,7 @@ type snapshots struct {
 	jobs, jobsRunning                             *prometheus.Desc
 	transport, httpResponses, unauthorized        *prometheus.Desc
 	refreshes, outOfService                       *prometheus.Desc
+	refused                                       *prometheus.Desc
 
 	acctUsed, acctCooling, acctCooldown, acctLastCall, acctInflight *prometheus.Desc
 	acctRequests, acctCompleted, acctRejections, acctMoved          *prometheus.Desc
@@ -43,6 +44,7 @@ func newSnapshots(m *Metrics, worker, version string) *snapshots {
 		forwarded:   d("forwarded_total", "Requests handed back to the queue group because this worker was full or draining."),
 		busy:        d("busy_total", "Requests answered 429 worker_busy after the hop limit."),
 		noReply:     d("no_reply_total", "Requests without a reply subject, dropped."),
+		refused:     d("refused_total", "Requests and jobs refused without a generation or an answer, by reason: reply_subject (outside CODEXPOOL_REPLY_PREFIXES).", "reason"),
 		inflight:    d("inflight", "Generations running now."),
 		maxInflight: d("max_inflight", "The configured cap on generations run at once."),
 		draining:    d("draining", "1 once shutdown has begun."),
@@ -97,7 +99,7 @@ func (s *snapshots) Describe(ch chan<- *prometheus.Desc) {
 		s.gatePeers, s.gateFleet, s.gateClosed, s.gateSignals,
 		s.upgrades, s.retries, s.socketsOpen, s.socketsIdle, s.reused, s.discarded,
 		s.natsReconnects, s.natsConnected, s.jobs, s.jobsRunning,
-		s.transport, s.httpResponses, s.unauthorized, s.refreshes, s.outOfService,
+		s.transport, s.httpResponses, s.unauthorized, s.refreshes, s.outOfService, s.refused,
 		s.acctUsed, s.acctCooling, s.acctCooldown, s.acctLastCall, s.acctInflight, s.acctRequests,
 		s.acctCompleted, s.acctRejections, s.acctMoved, s.acctUpgrades, s.acctGateSpacing,
 	} {
@@ -132,6 +134,7 @@ func (s *snapshots) Collect(ch chan<- prometheus.Metric) {
 		counter(s.forwarded, float64(st.Forwarded))
 		counter(s.busy, float64(st.Busy))
 		counter(s.noReply, float64(st.NoReply))
+		counter(s.refused, float64(st.RefusedReply), "reply_subject")
 		gauge(s.inflight, float64(st.Inflight))
 		gauge(s.maxInflight, float64(st.MaxInflight))
 		gauge(s.draining, b(st.Draining))

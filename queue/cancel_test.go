@@ -153,7 +153,7 @@ func TestClientCancelsWhenItsContextEnds(t *testing.T) {
 func TestCancelJobStoresCancelled(t *testing.T) {
 	ns := startJetStream(t)
 	gen := newHanging()
-	newService(t, ns, Config{Jobs: fastJobs()}, gen)
+	newService(t, ns, Config{Jobs: openJobs(t, ns, fastJobs())}, gen)
 	c := jobClient(t, ns)
 	submit(t, c, goodRequest, client.SubmitOptions{ID: "job-to-cancel"})
 	<-gen.started

@@ -4,7 +4,17 @@
 // package queue/client, which links none of this.
 //
 // A worker calls [StartEmbedded] (only when it runs without an external NATS server), then
-// [Connect], then [NewService] with a [Generator], and [Service.Shutdown] when it is told to stop.
+// [Connect], then [OpenJobs] (only when it consumes durable jobs; it may wait for JetStream, under
+// the caller's context), then [NewService] with a [Generator] (and the jobs in Config.Jobs), and
+// [Service.Shutdown] when it is told to stop.
+//
+// # Admission
+//
+// Every request and every job passes one check before it may run: its reply subject (or
+// Codex-Reply-To) must start with one of Config.ReplyPrefixes (default _INBOX.), else it is
+// neither generated nor answered, only counted; then its size, its Codex-Timeout header and its
+// JSON, each refused with the contract's error. Requests and jobs share MaxInflight slots; the jobs
+// pull loop waits for a job in a slot that a request may take from it.
 //
 // # Requests and replies
 //

@@ -13,13 +13,13 @@ import (
 
 // handBack gives a request this worker cannot take (it is full, or draining) back to the queue
 // group with Codex-Hops one higher, or answers it at once when it has been handed back MaxHops
-// times: 429 worker_busy, or 503 unavailable while draining. It is called with drainMu read-held
+// times: 429 worker_busy, or 503 unavailable while draining. It is called with drain.mu read-held
 // and releases it.
 func (s *Service) handBack(req micro.Request, hdr nats.Header, reply, id string, draining bool) {
 	hops, _ := strconv.Atoi(hdr.Get(schemas.HeaderHops))
 	hops = max(hops, 0) // a negative count must not buy extra rounds
 	if hops >= s.cfg.MaxHops {
-		s.drainMu.RUnlock()
+		s.drain.mu.RUnlock()
 		if draining {
 			s.refuse(req, id, schemas.Errorf(schemas.CodeUnavailable, "worker %s is shutting down", s.cfg.WorkerID))
 		} else {
@@ -33,16 +33,16 @@ func (s *Service) handBack(req micro.Request, hdr nats.Header, reply, id string,
 	fwd.Header.Set(schemas.HeaderHops, strconv.Itoa(hops+1))
 	s.st.forwarded.Add(1)
 	if !draining {
-		// Our own subscription is live and this publish precedes any UNSUB (drainMu), so the server
+		// Our own subscription is live and this publish precedes any UNSUB (drain.mu), so the server
 		// always has a group member to hand it to.
 		err := s.nc.PublishMsg(fwd)
-		s.drainMu.RUnlock()
+		s.drain.mu.RUnlock()
 		if err != nil {
 			s.refuse(req, id, schemas.Errorf(schemas.CodeWorkerBusy, "worker %s is full and could not hand the request back: %v", s.cfg.WorkerID, err))
 		}
 		return
 	}
-	s.drainMu.RUnlock()
+	s.drain.mu.RUnlock()
 	// Draining: our subscription is gone and maybe nobody else is there. Learn that off the handler
 	// goroutine while Shutdown still waits; afterwards do it inline (nothing else needs the handler).
 	if !s.goTrack(func() { s.forwardDraining(fwd, id) }) {

@@ -11,7 +11,6 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/codexpool/codexpool/schemas"
-	"github.com/codexpool/codexpool/schemas/validate"
 )
 
 // forwardProbeTimeout bounds the round trip a draining worker makes to learn whether anybody
@@ -21,103 +20,47 @@ const forwardProbeTimeout = 5 * time.Second
 // handle runs in micro's handler goroutine, one message at a time, so it never blocks: it refuses,
 // hands back or starts a generation goroutine.
 func (s *Service) handle(req micro.Request) {
-	s.handling.Add(1)
-	defer func() {
-		s.lastHandled.Store(time.Now().UnixNano())
-		s.handling.Add(-1)
-	}()
+	s.drain.enter()
+	defer s.drain.exit()
 	received := time.Now()
 	if hook := s.testHook.Load(); hook != nil {
 		(*hook)()
 	}
 	s.st.requests.Add(1)
-	reply := req.Reply()
-	if reply == "" {
-		s.st.noReply.Add(1)
-		s.log.Warn("request without a reply subject dropped", "subject", req.Subject(), "bytes", len(req.Data()))
-		return
-	}
 	hdr := nats.Header(req.Headers())
+	a := s.admit(admission{reply: req.Reply(), hdr: hdr, data: req.Data()})
+	if a.reply == "" {
+		return // nowhere to answer, or nowhere this worker may answer
+	}
 	id := hdr.Get(schemas.HeaderRequestID)
 	if id == "" {
 		id = uuid.NewString()
 	}
-	if n := len(req.Data()); n > s.cfg.MaxRequestBytes {
-		s.refuse(req, id, schemas.Errorf(schemas.CodeRequestTooLarge,
-			"request is %d bytes, more than the %d this worker accepts", n, s.cfg.MaxRequestBytes))
+	if a.err != nil {
+		s.refuse(req, id, a.err)
 		return
 	}
-	timeout := s.cfg.RequestTimeout
-	if v := hdr.Get(schemas.HeaderTimeout); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			s.refuse(req, id, schemas.Errorf(schemas.CodeInvalidRequest,
-				"%s header %q is not a positive Go duration (e.g. 90s)", schemas.HeaderTimeout, v))
-			return
-		}
-		timeout = min(timeout, d)
-	}
-	r, err := validate.Request(req.Data())
-	if err != nil {
-		se, ok := schemas.AsError(err)
-		if !ok {
-			se = schemas.Errorf(schemas.CodeInvalidRequest, "%v", err)
-		}
-		s.refuse(req, id, se)
+	a.req.ID = id
+	s.drain.mu.RLock()
+	draining := s.drain.draining
+	if !draining && s.start(a, received) {
+		s.drain.mu.RUnlock()
 		return
 	}
-	r.ID = id
-
-	s.drainMu.RLock()
-	draining := s.draining
-	ok := !draining && s.acquire()
-	if ok {
-		deadline := received.Add(timeout)
-		ok = s.goTrack(func() { s.run(r, reply, deadline, received) })
-		if !ok {
-			s.release()
-		}
-	}
-	if ok {
-		s.drainMu.RUnlock()
-		return
-	}
-	s.handBack(req, hdr, reply, id, draining) // releases drainMu
+	s.handBack(req, hdr, a.reply, id, draining) // releases drain.mu
 }
 
-// acquire takes an in-flight slot for a request without blocking: a free one, or the one the
-// jobs pull loop holds while it waits for a job. Under pullMu, the loop holds a slot only in the
-// stealable state while it waits, so a request never finds every slot taken by a loop that has
-// reserved one but not yet said so.
-func (s *Service) acquire() bool {
-	if s.tryAcquire() {
-		return true
-	}
-	if s.jobs == nil {
+// start runs an admitted request in a slot of its own, if it gets one.
+func (s *Service) start(a admitted, received time.Time) bool {
+	if !s.slots.acquire() {
 		return false
 	}
-	s.pullMu.Lock()
-	defer s.pullMu.Unlock()
-	return s.tryAcquire() || s.stealPullSlot()
-}
-
-// release frees an in-flight slot and wakes the jobs pull loop if it waits for one.
-func (s *Service) release() {
-	<-s.slot
-	select {
-	case s.freed <- struct{}{}:
-	default:
-	}
-}
-
-// tryAcquire takes an in-flight slot without blocking.
-func (s *Service) tryAcquire() bool {
-	select {
-	case s.slot <- struct{}{}:
-		return true
-	default:
+	deadline := received.Add(a.timeout)
+	if !s.goTrack(func() { s.run(a.req, a.reply, deadline, received) }) {
+		s.slots.release()
 		return false
 	}
+	return true
 }
 
 // refuse answers a request synchronously through micro, so micro's stats count the error. A

@@ -31,6 +31,10 @@ type JobsConfig struct {
 	// FetchWait is how long one pull request waits for a job before the worker asks again; it
 	// also bounds how long Shutdown waits for the pull loop. Default 2s.
 	FetchWait time.Duration
+	// KeyBucket is the KV bucket whose metadata holds the pool's key for the ids of jobs
+	// submitted without Nats-Msg-Id (see jobIDs); the first worker creates it. Default
+	// "CODEXPOOL_JOBS_KEY". Clients must not be able to read it.
+	KeyBucket string
 }
 
 // Defaults of JobsConfig.
@@ -41,6 +45,7 @@ const (
 	DefaultResultsTTL        = 24 * time.Hour
 	DefaultJobsMaxAckPending = 10000
 	DefaultJobsFetchWait     = 2 * time.Second
+	DefaultJobsKeyBucket     = "CODEXPOOL_JOBS_KEY"
 )
 
 func (c JobsConfig) withDefaults() JobsConfig {
@@ -71,6 +76,9 @@ func (c JobsConfig) withDefaults() JobsConfig {
 	if c.MaxAckPending <= 0 {
 		c.MaxAckPending = DefaultJobsMaxAckPending
 	}
+	if c.KeyBucket == "" {
+		c.KeyBucket = DefaultJobsKeyBucket
+	}
 	if c.FetchWait <= 0 {
 		c.FetchWait = DefaultJobsFetchWait
 	}
@@ -98,11 +106,13 @@ func JetStreamAvailable(ctx context.Context, nc *nats.Conn) (bool, error) {
 	}
 }
 
-// jobStore is the JetStream side of jobs: the shared consumer and the results bucket.
-type jobStore struct {
+// Jobs is the JetStream side of durable jobs: the shared consumer, the results bucket and the key
+// of pool-made job ids. Make it with OpenJobs and pass it to NewService in Config.Jobs.
+type Jobs struct {
 	cfg      JobsConfig
 	consumer jetstream.Consumer
 	results  jetstream.KeyValue
+	ids      jobIDs
 }
 
 // Setup waits for a JetStream that is not ready: a cluster still electing the leaders of new
@@ -114,18 +124,36 @@ const (
 	setupPause    = 500 * time.Millisecond
 )
 
-// setupJobsPatiently is setupJobs, tried again (with a warning) while JetStream is not ready.
-func setupJobsPatiently(nc *nats.Conn, cfg JobsConfig, log *slog.Logger) (*jobStore, error) {
+// OpenJobs finds or creates the jobs stream, the durable consumer, the results bucket and the
+// job-id key bucket. What exists is used as it is, never deleted or reconfigured: a setting that
+// differs from what this worker would create is logged as a warning, and one that makes jobs
+// impossible (the stream does not capture the submit subject, the consumer does not ack
+// explicitly) is an error. While JetStream is not ready (see setupPatience) it tries again, up
+// to a minute; it returns ctx.Err() when ctx is done first.
+func OpenJobs(ctx context.Context, nc *nats.Conn, cfg JobsConfig, log *slog.Logger) (*Jobs, error) {
+	cfg = cfg.withDefaults()
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	deadline := time.Now().Add(setupPatience)
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), min(setupAttempt, time.Until(deadline)))
-		js, err := setupJobs(ctx, nc, cfg, log)
+		actx, cancel := context.WithTimeout(ctx, min(setupAttempt, time.Until(deadline)))
+		j, err := setupJobs(actx, nc, cfg, log)
 		cancel()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
 		if err == nil || !notReady(err) || time.Until(deadline) < setupPause {
-			return js, err
+			return j, err
 		}
 		log.Warn("jobs: JetStream is not ready; trying again", "error", err, "gives_up_in", time.Until(deadline).Round(time.Second))
-		time.Sleep(setupPause)
+		t := time.NewTimer(setupPause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
 	}
 }
 
@@ -139,15 +167,34 @@ func notReady(err error) bool {
 	return errors.As(err, &apiErr) && apiErr.Code == 503 && apiErr.ErrorCode != jetstream.JSErrCodeJetStreamNotEnabled
 }
 
-// setupJobs finds or creates the stream, the durable consumer and the results bucket. What
-// exists is used as it is, never deleted or reconfigured: a setting that differs from what this
-// worker would create is logged as a warning, and one that makes jobs impossible (the stream does
-// not capture the submit subject, the consumer does not ack explicitly) is an error.
-func setupJobs(ctx context.Context, nc *nats.Conn, cfg JobsConfig, log *slog.Logger) (*jobStore, error) {
+// setupJobs is one attempt of OpenJobs.
+func setupJobs(ctx context.Context, nc *nats.Conn, cfg JobsConfig, log *slog.Logger) (*Jobs, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, fmt.Errorf("queue: jobs: %w", err)
 	}
+	stream, err := setupStream(ctx, js, cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	consumer, err := setupConsumer(ctx, stream, cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	kv, err := setupResults(ctx, js, cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	key, err := setupIDKey(ctx, js, cfg)
+	if err != nil {
+		return nil, err
+	}
+	ids := jobIDs{key: key, stream: cfg.Stream, created: stream.CachedInfo().Created.UnixNano()}
+	return &Jobs{cfg: cfg, consumer: consumer, results: kv, ids: ids}, nil
+}
+
+// setupStream finds or creates the jobs stream and checks that it captures the submit subject.
+func setupStream(ctx context.Context, js jetstream.JetStream, cfg JobsConfig, log *slog.Logger) (jetstream.Stream, error) {
 	want := jetstream.StreamConfig{
 		Name:        cfg.Stream,
 		Description: "codexpool durable generation jobs",
@@ -175,33 +222,41 @@ func setupJobs(ctx context.Context, nc *nats.Conn, cfg JobsConfig, log *slog.Log
 		"replicas":  {have.Replicas, want.Replicas},
 		"dedup":     {have.Duplicates, want.Duplicates},
 	})
+	return stream, nil
+}
 
-	wantC := jetstream.ConsumerConfig{
+// setupConsumer finds or creates the durable consumer every worker shares.
+func setupConsumer(ctx context.Context, stream jetstream.Stream, cfg JobsConfig, log *slog.Logger) (jetstream.Consumer, error) {
+	want := jetstream.ConsumerConfig{
 		Durable:       schemas.JobsConsumer,
 		Description:   "codexpool workers: one job per free slot",
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       cfg.AckWait,
-		MaxDeliver:    -1, // workers count attempts themselves (see Service.runJob)
+		MaxDeliver:    -1, // workers count attempts themselves (see jobConsumer.settled)
 		MaxAckPending: cfg.MaxAckPending,
 	}
 	consumer, err := findOrCreate(ctx,
 		func() (jetstream.Consumer, error) { return stream.Consumer(ctx, schemas.JobsConsumer) },
-		func() (jetstream.Consumer, error) { return stream.CreateConsumer(ctx, wantC) },
+		func() (jetstream.Consumer, error) { return stream.CreateConsumer(ctx, want) },
 		jetstream.ErrConsumerNotFound)
 	if err != nil {
 		return nil, fmt.Errorf("queue: jobs consumer %s: %w", schemas.JobsConsumer, err)
 	}
-	haveC := consumer.CachedInfo().Config
-	if haveC.AckPolicy != jetstream.AckExplicitPolicy {
-		return nil, fmt.Errorf("queue: jobs consumer %s acks %s; codexpool needs explicit acks", schemas.JobsConsumer, haveC.AckPolicy)
+	have := consumer.CachedInfo().Config
+	if have.AckPolicy != jetstream.AckExplicitPolicy {
+		return nil, fmt.Errorf("queue: jobs consumer %s acks %s; codexpool needs explicit acks", schemas.JobsConsumer, have.AckPolicy)
 	}
 	differs(log, "consumer "+schemas.JobsConsumer, map[string][2]any{
-		"ack_wait":        {haveC.AckWait, wantC.AckWait},
-		"max_deliver":     {haveC.MaxDeliver, wantC.MaxDeliver},
-		"max_ack_pending": {haveC.MaxAckPending, wantC.MaxAckPending},
+		"ack_wait":        {have.AckWait, want.AckWait},
+		"max_deliver":     {have.MaxDeliver, want.MaxDeliver},
+		"max_ack_pending": {have.MaxAckPending, want.MaxAckPending},
 	})
+	return consumer, nil
+}
 
-	wantKV := jetstream.KeyValueConfig{
+// setupResults finds or creates the results bucket.
+func setupResults(ctx context.Context, js jetstream.JetStream, cfg JobsConfig, log *slog.Logger) (jetstream.KeyValue, error) {
+	want := jetstream.KeyValueConfig{
 		Bucket:      cfg.Bucket,
 		Description: "codexpool job results: job id -> the reply body",
 		TTL:         cfg.ResultsTTL,
@@ -211,17 +266,17 @@ func setupJobs(ctx context.Context, nc *nats.Conn, cfg JobsConfig, log *slog.Log
 	}
 	kv, err := findOrCreate(ctx,
 		func() (jetstream.KeyValue, error) { return js.KeyValue(ctx, cfg.Bucket) },
-		func() (jetstream.KeyValue, error) { return js.CreateKeyValue(ctx, wantKV) },
+		func() (jetstream.KeyValue, error) { return js.CreateKeyValue(ctx, want) },
 		jetstream.ErrBucketNotFound)
 	if err != nil {
 		return nil, fmt.Errorf("queue: results bucket %s: %w", cfg.Bucket, err)
 	}
 	if st, err := kv.Status(ctx); err == nil {
 		differs(log, "bucket "+cfg.Bucket, map[string][2]any{
-			"ttl": {st.TTL(), wantKV.TTL},
+			"ttl": {st.TTL(), want.TTL},
 		})
 	}
-	return &jobStore{cfg: cfg, consumer: consumer, results: kv}, nil
+	return kv, nil
 }
 
 // findOrCreate gets a JetStream object, creates it when get says notFound, and gets it again when

@@ -30,3 +30,13 @@ func TestNotReady(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenJobsCancelled: OpenJobs returns ctx's error, unwrapped, when ctx is done.
+func TestOpenJobsCancelled(t *testing.T) {
+	ns := startJetStream(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := OpenJobs(ctx, connect(t, ns), JobsConfig{}, nil); err != context.Canceled {
+		t.Errorf("OpenJobs with a cancelled context: got %v, want context.Canceled", err)
+	}
+}

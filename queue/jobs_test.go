@@ -33,6 +33,18 @@ func startJetStream(t testing.TB) *server.Server {
 	return ns
 }
 
+// openJobs opens the jobs of cfg on the test server, as a worker does before NewService.
+func openJobs(t testing.TB, ns *server.Server, cfg *JobsConfig) *Jobs {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	j, err := OpenJobs(ctx, connect(t, ns), *cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
 // fastJobs is a JobsConfig for tests: short waits, few attempts.
 func fastJobs() *JobsConfig {
 	return &JobsConfig{AckWait: time.Second, MaxAttempts: 2, FetchWait: 200 * time.Millisecond}
@@ -90,10 +102,10 @@ func submit(t *testing.T, c *client.Client, payload string, opts client.SubmitOp
 
 func TestJobResultReplyAndAck(t *testing.T) {
 	ns := startJetStream(t)
-	svc := newService(t, ns, Config{WorkerID: "w1", Jobs: fastJobs()}, instant)
+	svc := newService(t, ns, Config{WorkerID: "w1", Jobs: openJobs(t, ns, fastJobs())}, instant)
 	c := jobClient(t, ns)
 	nc := connect(t, ns)
-	replies, err := nc.SubscribeSync("job.replies")
+	replies, err := nc.SubscribeSync("_INBOX.job.replies")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +113,7 @@ func TestJobResultReplyAndAck(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	j := submit(t, c, goodRequest, client.SubmitOptions{ID: "job-1", ReplyTo: "job.replies", RequestID: "rid-9"})
+	j := submit(t, c, goodRequest, client.SubmitOptions{ID: "job-1", ReplyTo: "_INBOX.job.replies", RequestID: "rid-9"})
 	r, err := waitResult(t, c, j.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -134,7 +146,7 @@ func TestJobDuplicateIDRunsOnce(t *testing.T) {
 	gen := &scripted{fn: func(ctx context.Context, r *schemas.Request, _ int, emit func([]byte) error) ([]byte, error) {
 		return instant(ctx, r, emit)
 	}}
-	svc := newService(t, ns, Config{Jobs: fastJobs()}, gen)
+	svc := newService(t, ns, Config{Jobs: openJobs(t, ns, fastJobs())}, gen)
 	c := jobClient(t, ns)
 	first := submit(t, c, goodRequest, client.SubmitOptions{ID: "dup"})
 	second := submit(t, c, goodRequest, client.SubmitOptions{ID: "dup"})
@@ -160,7 +172,7 @@ func TestJobRetriesThenSucceeds(t *testing.T) {
 		}
 		return instant(ctx, r, emit)
 	}}
-	svc := newService(t, ns, Config{Jobs: fastJobs()}, gen)
+	svc := newService(t, ns, Config{Jobs: openJobs(t, ns, fastJobs())}, gen)
 	c := jobClient(t, ns)
 	start := time.Now()
 	submit(t, c, goodRequest, client.SubmitOptions{ID: "retry-me"})
@@ -192,7 +204,7 @@ func TestJobFinalAndExhaustedErrors(t *testing.T) {
 			gen := &scripted{fn: func(context.Context, *schemas.Request, int, func([]byte) error) ([]byte, error) {
 				return nil, schemas.Errorf(tt.code, "nope")
 			}}
-			newService(t, ns, Config{Jobs: fastJobs()}, gen)
+			newService(t, ns, Config{Jobs: openJobs(t, ns, fastJobs())}, gen)
 			c := jobClient(t, ns)
 			submit(t, c, goodRequest, client.SubmitOptions{ID: "j"})
 			_, err := waitResult(t, c, "j")
@@ -209,7 +221,7 @@ func TestJobFinalAndExhaustedErrors(t *testing.T) {
 func TestJobInvalidRequestNeverRuns(t *testing.T) {
 	ns := startJetStream(t)
 	gen := &counted{Generator: instant}
-	newService(t, ns, Config{Jobs: fastJobs()}, gen)
+	newService(t, ns, Config{Jobs: openJobs(t, ns, fastJobs())}, gen)
 	c := jobClient(t, ns)
 	submit(t, c, `{"input":""}`, client.SubmitOptions{ID: "bad"})
 	_, err := waitResult(t, c, "bad")
@@ -223,9 +235,9 @@ func TestJobInvalidRequestNeverRuns(t *testing.T) {
 
 func TestJobInvalidIDTerminated(t *testing.T) {
 	ns := startJetStream(t)
-	svc := newService(t, ns, Config{Jobs: fastJobs()}, instant)
+	svc := newService(t, ns, Config{Jobs: openJobs(t, ns, fastJobs())}, instant)
 	nc := connect(t, ns)
-	replies, err := nc.SubscribeSync("bad.id.replies")
+	replies, err := nc.SubscribeSync("_INBOX.bad.id.replies")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +246,7 @@ func TestJobInvalidIDTerminated(t *testing.T) {
 	}
 	js, _ := jetstream.New(nc)
 	m := &nats.Msg{Subject: "codex.jobs.submit", Data: []byte(goodRequest), Header: nats.Header{
-		schemas.HeaderMsgID: {"has spaces/and.dots"}, schemas.HeaderReplyTo: {"bad.id.replies"},
+		schemas.HeaderMsgID: {"has spaces/and.dots"}, schemas.HeaderReplyTo: {"_INBOX.bad.id.replies"},
 	}}
 	if _, err := js.PublishMsg(context.Background(), m); err != nil {
 		t.Fatal(err)
@@ -252,7 +264,7 @@ func TestJobInvalidIDTerminated(t *testing.T) {
 func TestJobWithResultIsSkipped(t *testing.T) {
 	ns := startJetStream(t)
 	gen := &counted{Generator: instant}
-	svc := newService(t, ns, Config{Jobs: fastJobs()}, gen)
+	svc := newService(t, ns, Config{Jobs: openJobs(t, ns, fastJobs())}, gen)
 	nc := connect(t, ns)
 	js, _ := jetstream.New(nc)
 	kv, err := js.KeyValue(context.Background(), schemas.DefaultResultsBucket)
@@ -271,17 +283,17 @@ func TestJobWithResultIsSkipped(t *testing.T) {
 
 func TestJobStreamedToReplyTo(t *testing.T) {
 	ns := startJetStream(t)
-	newService(t, ns, Config{Jobs: fastJobs()}, instant)
+	newService(t, ns, Config{Jobs: openJobs(t, ns, fastJobs())}, instant)
 	c := jobClient(t, ns)
 	nc := connect(t, ns)
-	sub, err := nc.SubscribeSync("stream.replies")
+	sub, err := nc.SubscribeSync("_INBOX.stream.replies")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := nc.Flush(); err != nil { // the server has the subscription before another connection's job
 		t.Fatal(err)
 	}
-	submit(t, c, `{"input":"Say hello","stream":true}`, client.SubmitOptions{ID: "s1", ReplyTo: "stream.replies"})
+	submit(t, c, `{"input":"Say hello","stream":true}`, client.SubmitOptions{ID: "s1", ReplyTo: "_INBOX.stream.replies"})
 	var seqs []string
 	for {
 		m, err := sub.NextMsg(waitTimeout)
@@ -307,7 +319,7 @@ func TestJobStreamedToReplyTo(t *testing.T) {
 func TestJobsShareSlotsAndHoldNoExtra(t *testing.T) {
 	ns := startJetStream(t)
 	blk := newBlocker()
-	svc := newService(t, ns, Config{MaxInflight: 2, MaxHops: 1, Jobs: fastJobs()}, blk)
+	svc := newService(t, ns, Config{MaxInflight: 2, MaxHops: 1, Jobs: openJobs(t, ns, fastJobs())}, blk)
 	c := jobClient(t, ns)
 	for i := range 10 {
 		submit(t, c, goodRequest, client.SubmitOptions{ID: "bp-" + itoa(i)})
@@ -355,7 +367,7 @@ func TestJobLongerThanAckWaitNotRedelivered(t *testing.T) {
 		}
 		return instant(ctx, r, emit)
 	}}
-	svc := newService(t, ns, Config{Jobs: fastJobs()}, gen) // AckWait 1s
+	svc := newService(t, ns, Config{Jobs: openJobs(t, ns, fastJobs())}, gen) // AckWait 1s
 	c := jobClient(t, ns)
 	submit(t, c, goodRequest, client.SubmitOptions{ID: "long"})
 	if _, err := waitResult(t, c, "long"); err != nil {
@@ -376,7 +388,7 @@ func TestJobsExistingStreamKeptAndChecked(t *testing.T) {
 		Retention: jetstream.WorkQueuePolicy, Storage: jetstream.MemoryStorage, Duplicates: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
-	newService(t, ns, Config{Jobs: fastJobs()}, instant)
+	newService(t, ns, Config{Jobs: openJobs(t, ns, fastJobs())}, instant)
 	st, err := js.Stream(ctx, schemas.DefaultJobsStream)
 	if err != nil {
 		t.Fatal(err)
@@ -391,8 +403,8 @@ func TestJobsExistingStreamKeptAndChecked(t *testing.T) {
 	if _, err := js2.CreateStream(ctx, jetstream.StreamConfig{Name: schemas.DefaultJobsStream, Subjects: []string{"other.>"}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := NewService(connect(t, ns2), Config{Jobs: fastJobs()}, instant); err == nil || !strings.Contains(err.Error(), "does not capture") {
-		t.Errorf("NewService with a stream that misses codex.jobs.submit: %v, want an error saying so", err)
+	if _, err := OpenJobs(ctx, connect(t, ns2), *fastJobs(), nil); err == nil || !strings.Contains(err.Error(), "does not capture") {
+		t.Errorf("OpenJobs with a stream that misses codex.jobs.submit: %v, want an error saying so", err)
 	}
 }
 
@@ -400,7 +412,7 @@ func TestJobShutdownFinishesRunningAndHandsBackNothing(t *testing.T) {
 	ns := startJetStream(t)
 	blk := newBlocker()
 	nc := connect(t, ns)
-	svc, err := NewService(nc, Config{MaxInflight: 1, Jobs: fastJobs()}, blk)
+	svc, err := NewService(nc, Config{MaxInflight: 1, Jobs: openJobs(t, ns, fastJobs())}, blk)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -429,7 +441,7 @@ func TestJobShutdownFinishesRunningAndHandsBackNothing(t *testing.T) {
 	if info.NumPending != 1 {
 		t.Errorf("after shutdown: pending %d, want 1 (b never pulled)", info.NumPending)
 	}
-	next := newService(t, ns, Config{Jobs: fastJobs()}, instant)
+	next := newService(t, ns, Config{Jobs: openJobs(t, ns, fastJobs())}, instant)
 	if _, err := waitResult(t, c, "b"); err != nil {
 		t.Fatal(err)
 	}
@@ -439,7 +451,7 @@ func TestJobShutdownFinishesRunningAndHandsBackNothing(t *testing.T) {
 // TestJobStatsInMicroData: the job counters reach `nats micro stats` data.
 func TestJobStatsInMicroData(t *testing.T) {
 	ns := startJetStream(t)
-	newService(t, ns, Config{WorkerID: "w-stats", Jobs: fastJobs()}, instant)
+	newService(t, ns, Config{WorkerID: "w-stats", Jobs: openJobs(t, ns, fastJobs())}, instant)
 	c := jobClient(t, ns)
 	submit(t, c, goodRequest, client.SubmitOptions{ID: "st"})
 	if _, err := waitResult(t, c, "st"); err != nil {
@@ -466,9 +478,9 @@ func TestJobStatsInMicroData(t *testing.T) {
 // requests, and still runs the jobs that come later.
 func TestJobsIdleLoopLeavesSlotsToRequests(t *testing.T) {
 	ns := startJetStream(t)
-	svc := newService(t, ns, Config{MaxInflight: 1, MaxHops: 1, Jobs: &JobsConfig{FetchWait: 5 * time.Second}}, instant)
+	svc := newService(t, ns, Config{MaxInflight: 1, MaxHops: 1, Jobs: openJobs(t, ns, &JobsConfig{FetchWait: 5 * time.Second})}, instant)
 	nc := connect(t, ns)
-	waitFor(t, "the pull loop to wait for a job", func() bool { return svc.pullState.Load() == pullWaiting })
+	waitFor(t, "the pull loop to wait for a job", func() bool { return svc.slots.waiting() })
 	for i := range 10 {
 		m := request(t, nc, DefaultSubject, goodRequest, nil)
 		if m.Header.Get(schemas.HeaderServiceErrorCode) != "" {
@@ -508,7 +520,7 @@ func TestEmbeddedStoreNotShared(t *testing.T) {
 // stream with a response.completed carrying the stored reply, then the sentinel.
 func TestJobWithResultAnswersAStreamListener(t *testing.T) {
 	ns := startJetStream(t)
-	newService(t, ns, Config{Jobs: fastJobs()}, &counted{Generator: instant})
+	newService(t, ns, Config{Jobs: openJobs(t, ns, fastJobs())}, &counted{Generator: instant})
 	nc := connect(t, ns)
 	js, _ := jetstream.New(nc)
 	kv, err := js.KeyValue(context.Background(), schemas.DefaultResultsBucket)
@@ -519,14 +531,14 @@ func TestJobWithResultAnswersAStreamListener(t *testing.T) {
 	if _, err := kv.Put(context.Background(), "done-stream", []byte(stored)); err != nil {
 		t.Fatal(err)
 	}
-	sub, err := nc.SubscribeSync("stored.replies")
+	sub, err := nc.SubscribeSync("_INBOX.stored.replies")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := nc.Flush(); err != nil { // the server has the subscription before another connection's job
 		t.Fatal(err)
 	}
-	submit(t, jobClient(t, ns), `{"input":"x","stream":true}`, client.SubmitOptions{ID: "done-stream", ReplyTo: "stored.replies"})
+	submit(t, jobClient(t, ns), `{"input":"x","stream":true}`, client.SubmitOptions{ID: "done-stream", ReplyTo: "_INBOX.stored.replies"})
 	first, err := sub.NextMsg(waitTimeout)
 	if err != nil {
 		t.Fatal(err)

@@ -19,7 +19,7 @@ func TestOversizedResultIsFinal(t *testing.T) {
 		return []byte(big), nil
 	}}
 	jc := &JobsConfig{AckWait: time.Second, MaxAttempts: 2, FetchWait: 200 * time.Millisecond}
-	newService(t, ns, Config{Jobs: jc}, gen)
+	newService(t, ns, Config{Jobs: openJobs(t, ns, jc)}, gen)
 	c := jobClient(t, ns)
 	submit(t, c, goodRequest, client.SubmitOptions{ID: "big"})
 	_, err := waitResult(t, c, "big")

@@ -66,7 +66,7 @@ func (s *Service) run(r *schemas.Request, reply string, deadline, received time.
 	t := target{reply: reply, id: r.ID}
 	o := s.fitPayload(s.execute(ctx, r, t, r.Stream, false))
 	s.finish(r, o, received)
-	s.release() // free before the last message, so whoever got the reply sees a free slot
+	s.slots.release() // free before the last message, so whoever got the reply sees a free slot
 	s.answer(t, r.Stream, o)
 }
 

@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -31,6 +32,7 @@ const (
 	DefaultMaxInflight    = 256
 	DefaultRequestTimeout = 10 * time.Minute
 	DefaultMaxHops        = 2
+	DefaultReplyPrefix    = "_INBOX."
 )
 
 // Generator runs one generation; implemented by worker.Worker. emit is nil unless req.Stream; when
@@ -55,9 +57,13 @@ type Config struct {
 	Logger          *slog.Logger  // default: discard
 	// StatsData returns extra fields (gate, pool, ...) merged into the endpoint's stats data.
 	StatsData func() map[string]any
-	// Jobs, when set, makes the service consume durable jobs from JetStream too (see JobsConfig);
-	// NewService then creates the stream, consumer and bucket when they are missing.
-	Jobs *JobsConfig
+	// Jobs, when set (see OpenJobs), makes the service consume durable jobs from JetStream too.
+	Jobs *Jobs
+	// ReplyPrefixes are the subject prefixes a worker publishes replies, stream events and errors
+	// on: a request whose reply subject (or a job whose Codex-Reply-To) starts with none of them
+	// is never generated and never answered (see the contract's "Trust boundaries"). Default
+	// ["_INBOX."].
+	ReplyPrefixes []string
 	// ObserveResultWrite, when set, receives the time each job result took to write to KV.
 	ObserveResultWrite func(time.Duration)
 }
@@ -79,115 +85,107 @@ var errShutdown = errors.New("queue: worker shutting down")
 // Config.QueueGroup and runs each one through a Generator in its own goroutine. Make one with
 // NewService; stop it with Shutdown. Its methods are safe for concurrent use.
 type Service struct {
-	nc   *nats.Conn
-	cfg  Config
-	gen  Generator
-	log  *slog.Logger
-	svc  micro.Service
-	slot chan struct{} // one token per running generation
-	// freed wakes the jobs pull loop when a slot is released (see reserve).
-	freed chan struct{}
-	// pullMu makes the pull loop's reservation of a slot and its stealable state one step
-	// for a request that finds every slot taken (see acquire).
-	pullMu sync.Mutex
+	nc        *nats.Conn
+	cfg       Config
+	gen       Generator
+	log       *slog.Logger
+	svc       micro.Service
+	cancelSub *nats.Subscription // the cancel subject
+
+	slots *slots // the in-flight cap, shared by requests and jobs
 
 	base   context.Context // parent of every generation; cancelled when the grace runs out
 	cancel context.CancelCauseFunc
 
+	track   tracker    // goroutines Shutdown waits for
+	drain   drainState // what Shutdown and the handler agree on
+	stop    stopState
+	st      counters
+	refused refusalLog // requests refused for their reply subject
+	running running    // generations by request id, for the cancel subject
+	jobs    *jobConsumer
+
 	// testHook, when set, runs at the start of every handler call (tests only).
 	testHook atomic.Pointer[func()]
+}
 
-	// handling counts handler calls in progress and lastHandled is when the last one ended (unix
-	// ns): Shutdown waits for the handler to go quiet, because micro drains the subscription
-	// asynchronously and its last messages must be handed back while the connection can still
-	// subscribe (a connection in Drain cannot).
-	handling    atomic.Int64
-	lastHandled atomic.Int64
-	microSubs   int // subscriptions micro made on nc (the endpoint and the $SRV verbs)
-
-	// drainMu orders "am I draining?" checks in the handler against Shutdown: a forward
-	// published under the read lock reaches the server before the subscription's UNSUB does.
-	drainMu  sync.RWMutex
-	draining bool
-
-	mu     sync.Mutex    // guards the fields below
-	active int           // goroutines started by the service and not yet finished
-	closed bool          // no more goroutines may start
-	idle   chan struct{} // closed when active drops to 0; nil when nobody waits
-
-	stopOnce sync.Once
-	stopErr  error
-	stopped  chan struct{} // closed once the subscription is gone from the server
-
-	st counters
-
-	running   running            // generations by request id, for the cancel subject
-	cancelSub *nats.Subscription // the cancel subject
-
-	jobs       *jobStore                          // nil: no jobs
-	pullState  atomic.Int32                       // pullIdle, pullWaiting or pullStolen (see stealPullSlot)
-	pullCancel atomic.Pointer[context.CancelFunc] // ends the pull loop's wait
-	jst        jobCounters
-	jobStop    chan struct{} // closed by Shutdown: the pull loop stops
-	jobsDone   chan struct{} // closed when the pull loop has returned
+// stopState is the part of Shutdown that runs once.
+type stopState struct {
+	once    sync.Once
+	err     error
+	stopped chan struct{} // closed once the subscription is gone from the server
 }
 
 // NewService registers the micro service "codexpool" with the endpoint "generate" on cfg.Subject in
 // queue group cfg.QueueGroup and returns once the subscription is active on the server. gen runs
-// the generations. Shutdown stops it; the caller keeps ownership of nc.
+// the generations; with cfg.Jobs (from OpenJobs) it consumes durable jobs too. Shutdown stops it;
+// the caller keeps ownership of nc.
 func NewService(nc *nats.Conn, cfg Config, gen Generator) (*Service, error) {
 	if nc == nil || gen == nil {
 		return nil, errors.New("queue: NewService needs a connection and a generator")
 	}
-	if cfg.Subject == "" {
-		cfg.Subject = DefaultSubject
-	}
-	if cfg.QueueGroup == "" {
-		cfg.QueueGroup = DefaultQueueGroup
-	}
-	if cfg.WorkerID == "" {
-		cfg.WorkerID = DefaultWorkerID()
-	}
-	if cfg.Version == "" {
-		cfg.Version = DefaultVersion
-	}
-	if cfg.MaxInflight <= 0 {
-		cfg.MaxInflight = DefaultMaxInflight
-	}
-	if cfg.MaxRequestBytes <= 0 {
-		cfg.MaxRequestBytes = int(nc.MaxPayload())
-	}
-	if cfg.RequestTimeout <= 0 {
-		cfg.RequestTimeout = DefaultRequestTimeout
-	}
-	if cfg.MaxHops <= 0 {
-		cfg.MaxHops = DefaultMaxHops
-	}
-	if cfg.CancelSubject == "" {
-		cfg.CancelSubject = schemas.DefaultCancelSubject
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
+	cfg = cfg.withDefaults(nc)
 	s := &Service{
-		nc:      nc,
-		cfg:     cfg,
-		gen:     gen,
-		log:     cfg.Logger.With("component", "queue", "worker", cfg.WorkerID),
-		slot:    make(chan struct{}, cfg.MaxInflight),
-		freed:   make(chan struct{}, 1),
-		stopped: make(chan struct{}),
+		nc:    nc,
+		cfg:   cfg,
+		gen:   gen,
+		log:   cfg.Logger.With("component", "queue", "worker", cfg.WorkerID),
+		slots: newSlots(cfg.MaxInflight),
+		stop:  stopState{stopped: make(chan struct{})},
 	}
 	s.st.errors = make(map[schemas.Code]uint64)
 	s.base, s.cancel = context.WithCancelCause(context.Background())
+	if err := s.subscribe(); err != nil {
+		s.cancel(nil)
+		return nil, err
+	}
+	if cfg.Jobs != nil {
+		s.jobs = newJobConsumer(s, cfg.Jobs)
+		s.jobs.start()
+	}
+	return s, nil
+}
 
-	subsBefore := nc.NumSubscriptions()
-	svc, err := micro.AddService(nc, micro.Config{
+// withDefaults fills in the documented defaults.
+func (c Config) withDefaults(nc *nats.Conn) Config {
+	c.Subject = cmp.Or(c.Subject, DefaultSubject)
+	c.QueueGroup = cmp.Or(c.QueueGroup, DefaultQueueGroup)
+	if c.WorkerID == "" {
+		c.WorkerID = DefaultWorkerID()
+	}
+	c.Version = cmp.Or(c.Version, DefaultVersion)
+	if c.MaxInflight <= 0 {
+		c.MaxInflight = DefaultMaxInflight
+	}
+	if c.MaxRequestBytes <= 0 {
+		c.MaxRequestBytes = int(nc.MaxPayload())
+	}
+	if c.RequestTimeout <= 0 {
+		c.RequestTimeout = DefaultRequestTimeout
+	}
+	if c.MaxHops <= 0 {
+		c.MaxHops = DefaultMaxHops
+	}
+	c.CancelSubject = cmp.Or(c.CancelSubject, schemas.DefaultCancelSubject)
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if len(c.ReplyPrefixes) == 0 {
+		c.ReplyPrefixes = []string{DefaultReplyPrefix}
+	}
+	return c
+}
+
+// subscribe adds the micro service, its endpoint and the cancel subscription, and waits until the
+// server has them.
+func (s *Service) subscribe() error {
+	subsBefore := s.nc.NumSubscriptions()
+	svc, err := micro.AddService(s.nc, micro.Config{
 		Name:        ServiceName,
-		Version:     cfg.Version,
+		Version:     s.cfg.Version,
 		Description: "codexpool: LLM generations over the Codex Responses WebSocket",
-		Metadata:    map[string]string{"worker": cfg.WorkerID},
-		QueueGroup:  cfg.QueueGroup,
+		Metadata:    map[string]string{"worker": s.cfg.WorkerID},
+		QueueGroup:  s.cfg.QueueGroup,
 		StatsHandler: func(*micro.Endpoint) any {
 			return s.statsData()
 		},
@@ -196,53 +194,34 @@ func NewService(nc *nats.Conn, cfg Config, gen Generator) (*Service, error) {
 		},
 	})
 	if err != nil {
-		s.cancel(nil)
-		return nil, fmt.Errorf("queue: add micro service: %w", err)
+		return fmt.Errorf("queue: add micro service: %w", err)
 	}
 	err = svc.AddEndpoint(EndpointName, micro.HandlerFunc(s.handle),
-		micro.WithEndpointSubject(cfg.Subject),
-		micro.WithEndpointQueueGroup(cfg.QueueGroup),
+		micro.WithEndpointSubject(s.cfg.Subject),
+		micro.WithEndpointQueueGroup(s.cfg.QueueGroup),
 		micro.WithEndpointMetadata(map[string]string{
-			"worker":       cfg.WorkerID,
-			"max_inflight": strconv.Itoa(cfg.MaxInflight),
+			"worker":       s.cfg.WorkerID,
+			"max_inflight": strconv.Itoa(s.cfg.MaxInflight),
 		}))
 	if err == nil {
-		s.cancelSub, err = nc.Subscribe(cfg.CancelSubject, s.onCancel)
+		s.cancelSub, err = s.nc.Subscribe(s.cfg.CancelSubject, s.onCancel)
 		if err != nil {
-			err = fmt.Errorf("subscribe %s: %w", cfg.CancelSubject, err)
+			err = fmt.Errorf("subscribe %s: %w", s.cfg.CancelSubject, err)
 		}
 	}
 	if err == nil {
-		err = nc.Flush()
+		err = s.nc.Flush()
 	}
 	if err != nil {
 		_ = svc.Stop()
 		if s.cancelSub != nil {
 			_ = s.cancelSub.Unsubscribe()
 		}
-		s.cancel(nil)
-		return nil, fmt.Errorf("queue: add endpoint %s on %q: %w", EndpointName, cfg.Subject, err)
+		return fmt.Errorf("queue: add endpoint %s on %q: %w", EndpointName, s.cfg.Subject, err)
 	}
 	s.svc = svc
-	s.microSubs = nc.NumSubscriptions() - subsBefore - 1 // not the cancel subscription
-	if cfg.Jobs != nil {
-		jcfg := cfg.Jobs.withDefaults()
-		js, err := setupJobsPatiently(nc, jcfg, s.log)
-		if err != nil {
-			_ = svc.Stop()
-			s.cancel(nil)
-			return nil, err
-		}
-		s.jobs = js
-		s.jobStop, s.jobsDone = make(chan struct{}), make(chan struct{})
-		go func() {
-			defer close(s.jobsDone)
-			s.pullJobs(s.jobStop)
-		}()
-		s.log.Info("consuming durable jobs", "stream", jcfg.Stream, "consumer", schemas.JobsConsumer,
-			"bucket", jcfg.Bucket, "ack_wait", jcfg.AckWait, "max_attempts", jcfg.MaxAttempts)
-	}
-	return s, nil
+	s.drain.microSubs = s.nc.NumSubscriptions() - subsBefore - 1 // not the cancel subscription
+	return nil
 }
 
 // WorkerID returns the id this service answers with in the Codex-Worker header.
@@ -256,101 +235,56 @@ func (s *Service) WorkerID() string { return s.cfg.WorkerID }
 // It does not close the connection: drain it afterwards (nc.Drain) so every reply is flushed and the
 // subscription's last messages are answered.
 func (s *Service) Shutdown(ctx context.Context) error {
-	s.stopOnce.Do(func() {
-		if s.jobs != nil {
-			close(s.jobStop) // pull no more jobs; the running ones finish below
-		}
-		s.drainMu.Lock()
-		s.draining = true
-		s.drainMu.Unlock()
-		subsBefore := s.nc.NumSubscriptions()
-		if err := s.svc.Stop(); err != nil {
-			s.stopErr = fmt.Errorf("queue: stop micro service: %w", err)
-		}
-		// Everything the server routed to us before the UNSUB is now in the subscription's queue.
-		fctx, cancel := context.WithTimeout(ctx, forwardProbeTimeout)
-		defer cancel()
-		if err := s.nc.FlushWithContext(fctx); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
-			s.log.Debug("flush during shutdown", "error", err)
-		}
-		// Every message routed to us is now in the subscription's local queue. nats.go removes a
-		// drained subscription once that queue is empty: wait for micro's to go, then for the
-		// handler to finish its last message and stay idle for handlerQuiet.
-		s.waitSubsBelow(fctx, subsBefore-s.microSubs)
-		s.waitHandlerQuiet(fctx)
-		if s.jobs != nil {
-			<-s.jobsDone // at most one FetchWait
-		}
-		close(s.stopped)
-	})
-	err := s.waitIdle(ctx)
+	s.stop.once.Do(func() { s.stop.err = s.leave(ctx) })
+	err := s.track.waitIdle(ctx)
 	if err != nil {
 		s.log.Warn("shutdown grace over; cancelling generations", "inflight", s.st.inflight.Load())
 		s.cancel(errShutdown)
-		_ = s.waitIdle(context.Background())
+		_ = s.track.waitIdle(context.Background())
 	}
 	s.cancel(nil)
 	if s.cancelSub != nil {
 		_ = s.cancelSub.Unsubscribe()
 	}
-	if s.stopErr != nil {
-		return errors.Join(s.stopErr, err)
+	if s.stop.err != nil {
+		return errors.Join(s.stop.err, err)
+	}
+	return err
+}
+
+// leave is the first part of Shutdown: it stops pulling jobs and the micro service, and returns
+// once the subscription's last messages have been handled.
+func (s *Service) leave(ctx context.Context) error {
+	defer close(s.stop.stopped)
+	if s.jobs != nil {
+		s.jobs.halt() // pull no more jobs; the running ones finish with the generations
+	}
+	s.drain.begin()
+	var err error
+	subsBefore := s.nc.NumSubscriptions()
+	if serr := s.svc.Stop(); serr != nil {
+		err = fmt.Errorf("queue: stop micro service: %w", serr)
+	}
+	// Everything the server routed to us before the UNSUB is now in the subscription's queue.
+	fctx, cancel := context.WithTimeout(ctx, forwardProbeTimeout)
+	defer cancel()
+	if ferr := s.nc.FlushWithContext(fctx); ferr != nil && !errors.Is(ferr, nats.ErrConnectionClosed) {
+		s.log.Debug("flush during shutdown", "error", ferr)
+	}
+	// Every message routed to us is now in the subscription's local queue. nats.go removes a
+	// drained subscription once that queue is empty: wait for micro's to go, then for the
+	// handler to finish its last message and stay idle for handlerQuiet.
+	s.waitSubsBelow(fctx, subsBefore-s.drain.microSubs)
+	s.drain.waitHandlerQuiet(fctx)
+	if s.jobs != nil {
+		s.jobs.wait() // at most one FetchWait
 	}
 	return err
 }
 
 // goTrack runs f in a goroutine Shutdown waits for. It reports false (and does not run f) once
 // Shutdown has finished waiting.
-func (s *Service) goTrack(f func()) bool {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return false
-	}
-	s.active++
-	s.mu.Unlock()
-	go func() {
-		defer s.untrack()
-		f()
-	}()
-	return true
-}
-
-func (s *Service) untrack() {
-	s.mu.Lock()
-	s.active--
-	if s.active == 0 && s.idle != nil {
-		close(s.idle)
-		s.idle = nil
-	}
-	s.mu.Unlock()
-}
-
-// waitIdle waits until no tracked goroutine runs and then refuses new ones, or until ctx is done.
-func (s *Service) waitIdle(ctx context.Context) error {
-	for {
-		s.mu.Lock()
-		if s.active == 0 {
-			s.closed = true
-			s.mu.Unlock()
-			return nil
-		}
-		if s.idle == nil {
-			s.idle = make(chan struct{})
-		}
-		idle := s.idle
-		s.mu.Unlock()
-		select {
-		case <-idle:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-}
-
-// handlerQuiet is how long the handler must have been idle before Shutdown takes the drained
-// subscription's queue to be empty.
-const handlerQuiet = 50 * time.Millisecond
+func (s *Service) goTrack(f func()) bool { return s.track.goTrack(f) }
 
 // waitSubsBelow waits until nc has at most n subscriptions, or ctx is done.
 func (s *Service) waitSubsBelow(ctx context.Context, n int) {
@@ -359,26 +293,6 @@ func (s *Service) waitSubsBelow(ctx context.Context, n int) {
 	for s.nc.NumSubscriptions() > n {
 		select {
 		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
-
-func (s *Service) waitHandlerQuiet(ctx context.Context) {
-	for {
-		idleFor := time.Since(time.Unix(0, s.lastHandled.Load()))
-		if s.handling.Load() == 0 && idleFor >= handlerQuiet {
-			return
-		}
-		wait := handlerQuiet - idleFor
-		if wait <= 0 {
-			wait = time.Millisecond
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
 			return
 		case <-t.C:
 		}

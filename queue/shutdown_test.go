@@ -23,7 +23,7 @@ func TestShutdownWaitsForInflight(t *testing.T) {
 
 	done := make(chan error, 1)
 	go func() { done <- s.Shutdown(context.Background()) }()
-	waitClosed(t, s.stopped)
+	waitClosed(t, s.stop.stopped)
 	select {
 	case err := <-done:
 		t.Fatalf("Shutdown returned %v while a generation was still running", err)
@@ -65,12 +65,12 @@ func TestShutdownHandsBackPendingWithNobodyElse(t *testing.T) {
 	})
 
 	const n = 6
-	replies, err := client.SubscribeSync("pending.*")
+	replies, err := client.SubscribeSync("_INBOX.pending.*")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range n {
-		if err := client.PublishRequest(DefaultSubject, "pending."+strconv.Itoa(i), []byte(goodRequest)); err != nil {
+		if err := client.PublishRequest(DefaultSubject, "_INBOX.pending."+strconv.Itoa(i), []byte(goodRequest)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -81,7 +81,7 @@ func TestShutdownHandsBackPendingWithNobodyElse(t *testing.T) {
 	<-entered
 	done := make(chan error, 1)
 	go func() { done <- s.Shutdown(context.Background()) }()
-	waitClosed(t, s.stopped)
+	waitClosed(t, s.stop.stopped)
 	start := time.Now()
 	close(release)
 

@@ -17,13 +17,16 @@ type Stats struct {
 	Draining    bool   `json:"draining"`     // Shutdown has begun
 	Requests    uint64 `json:"requests"`     // messages the handler received, of any kind
 	NoReply     uint64 `json:"no_reply"`     // messages without a reply subject, dropped
-	Forwarded   uint64 `json:"forwarded"`    // handed back to the queue group (full or draining)
-	Busy        uint64 `json:"busy"`         // answered 429 worker_busy after MaxHops
-	Started     uint64 `json:"started"`      // generations started
-	Inflight    int64  `json:"inflight"`     // generations running now
-	Completed   uint64 `json:"completed"`    // generations answered successfully
-	Failed      uint64 `json:"failed"`       // generations answered with an error
-	Cancelled   uint64 `json:"cancelled"`    // generations stopped on the cancel subject
+	// RefusedReply counts requests and jobs whose reply subject (Codex-Reply-To) starts with none
+	// of Config.ReplyPrefixes: never generated, never answered (a job's result is 400).
+	RefusedReply uint64 `json:"refused_reply_subject"`
+	Forwarded    uint64 `json:"forwarded"` // handed back to the queue group (full or draining)
+	Busy         uint64 `json:"busy"`      // answered 429 worker_busy after MaxHops
+	Started      uint64 `json:"started"`   // generations started
+	Inflight     int64  `json:"inflight"`  // generations running now
+	Completed    uint64 `json:"completed"` // generations answered successfully
+	Failed       uint64 `json:"failed"`    // generations answered with an error
+	Cancelled    uint64 `json:"cancelled"` // generations stopped on the cancel subject
 	// Errors counts every error reply by contract code: refusals, busy, and failed generations.
 	Errors map[schemas.Code]uint64 `json:"errors"`
 	// LatencySum is the summed time from receipt to the last reply message of finished
@@ -36,6 +39,7 @@ type Stats struct {
 
 type counters struct {
 	requests, noReply, forwarded, busy    atomic.Uint64
+	refusedReply                          atomic.Uint64
 	started, completed, failed, cancelled atomic.Uint64
 	inflight, latencyNS                   atomic.Int64
 
@@ -52,27 +56,26 @@ func (c *counters) countError(code schemas.Code) {
 // Stats returns a snapshot of the service's counters.
 func (s *Service) Stats() Stats {
 	st := Stats{
-		Worker:      s.cfg.WorkerID,
-		MaxInflight: s.cfg.MaxInflight,
-		Requests:    s.st.requests.Load(),
-		NoReply:     s.st.noReply.Load(),
-		Forwarded:   s.st.forwarded.Load(),
-		Busy:        s.st.busy.Load(),
-		Started:     s.st.started.Load(),
-		Inflight:    s.st.inflight.Load(),
-		Completed:   s.st.completed.Load(),
-		Failed:      s.st.failed.Load(),
-		Cancelled:   s.st.cancelled.Load(),
-		LatencySum:  time.Duration(s.st.latencyNS.Load()),
+		Worker:       s.cfg.WorkerID,
+		MaxInflight:  s.cfg.MaxInflight,
+		Requests:     s.st.requests.Load(),
+		NoReply:      s.st.noReply.Load(),
+		RefusedReply: s.st.refusedReply.Load(),
+		Forwarded:    s.st.forwarded.Load(),
+		Busy:         s.st.busy.Load(),
+		Started:      s.st.started.Load(),
+		Inflight:     s.st.inflight.Load(),
+		Completed:    s.st.completed.Load(),
+		Failed:       s.st.failed.Load(),
+		Cancelled:    s.st.cancelled.Load(),
+		LatencySum:   time.Duration(s.st.latencyNS.Load()),
 	}
-	s.drainMu.RLock()
-	st.Draining = s.draining
-	s.drainMu.RUnlock()
+	st.Draining = s.drain.isDraining()
 	if n := st.Completed + st.Failed; n > 0 {
 		st.LatencyAvg = st.LatencySum / time.Duration(n)
 	}
 	if s.jobs != nil {
-		js := s.jst.snapshot()
+		js := s.jobs.st.snapshot()
 		st.Jobs = &js
 	}
 	s.st.mu.Lock()

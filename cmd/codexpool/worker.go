@@ -133,8 +133,14 @@ func runWorker(ctx context.Context, e env, args []string) error {
 
 	qcfg := cfg.queue()
 	qcfg.Logger, qcfg.StatsData = log, w.StatsData
-	if qcfg.Jobs, err = jobsFor(ctx, cfg, nc, log); err != nil {
+	jc, err := jobsFor(ctx, cfg, nc, log)
+	if err != nil {
 		return err
+	}
+	if jc != nil {
+		if qcfg.Jobs, err = queue.OpenJobs(ctx, nc, *jc, log); err != nil {
+			return err
+		}
 	}
 	if met != nil {
 		qcfg.ObserveResultWrite = met.ObserveResultWrite
