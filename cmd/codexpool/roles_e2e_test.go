@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -254,6 +255,15 @@ func rolesCannot(t *testing.T, nc *nats.Conn, v *violations, admin jetstream.Jet
 		}
 		v.waitFor(t, subject)
 	}
+	// A request that names a result key as its reply subject: the server lets the client send it,
+	// the worker refuses it (no generation, no write).
+	before := refusedReplies(nc)
+	if err := nc.PublishMsg(&nats.Msg{Subject: "codex.generate", Reply: "$KV.CODEXPOOL_RESULTS.forged", Data: request("forge", nil)}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 10*time.Second, "the worker's count of refused reply subjects", func() bool {
+		return refusedReplies(nc) > before
+	})
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
@@ -281,4 +291,21 @@ func rolesCannot(t *testing.T, nc *nats.Conn, v *violations, admin jetstream.Jet
 	if _, err := admin.Consumer(ctx, "CODEXPOOL_JOBS", "codexpool"); err != nil {
 		t.Errorf("the jobs consumer after the attempts: %v", err)
 	}
+}
+
+// refusedReplies sums refused_reply_subject over the pool's stats.
+func refusedReplies(nc *nats.Conn) uint64 {
+	stats, _ := client.Stats(context.Background(), nc, 200*time.Millisecond)
+	var n uint64
+	for _, st := range stats {
+		for _, ep := range st.Endpoints {
+			var d struct {
+				Refused uint64 `json:"refused_reply_subject"`
+			}
+			if json.Unmarshal(ep.Data, &d) == nil {
+				n += d.Refused
+			}
+		}
+	}
+	return n
 }
