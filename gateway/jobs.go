@@ -4,8 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
-	"regexp"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -17,7 +17,9 @@ import (
 // gateway only submits and reads back; workers run the jobs.
 type Jobs interface {
 	// Submit stores body (the request without "background") as a durable job with the headers
-	// hdr (Codex-Request-Id) and returns its id once stored. Errors may be *schemas.Error.
+	// hdr and returns its id once stored. The id must be hdr's Codex-Request-Id: the gateway's
+	// request id, which carries the key that may read the job back (see GET /v1/responses/{id}).
+	// Errors may be *schemas.Error.
 	Submit(ctx context.Context, body []byte, hdr nats.Header) (id string, err error)
 	// Result returns the result of job id: body is exactly what codex.generate would have
 	// replied (the response JSON, or the contract error body {"error": {...}}), done is false
@@ -31,9 +33,6 @@ var ErrJobNotFound = errors.New("gateway: no such job")
 
 // jobLookupTimeout bounds one Jobs.Result call.
 const jobLookupTimeout = 10 * time.Second
-
-// jobID is the contract's job id pattern.
-var jobID = regexp.MustCompile(`^[A-Za-z0-9_=-]{1,128}$`)
 
 // pending is the Responses API object of a background response that has no result yet.
 type pending struct {
@@ -70,6 +69,10 @@ func (g *Gateway) submitBackground(ctx context.Context, w http.ResponseWriter, r
 		return failed(a)
 	}
 	id, err := g.cfg.Jobs.Submit(ctx, req.body, hdr)
+	if err == nil && id != hdr.Get(schemas.HeaderRequestID) {
+		// Its owner could not read it back: a bug of the store, refused before the client waits.
+		err = fmt.Errorf("the job store named the job %s, not its request id", quoteShort(id))
+	}
 	if err != nil {
 		a := fromPool(err, g.cfg.RequestTimeout, g.cfg.LongWait)
 		a.write(w)
@@ -81,9 +84,10 @@ func (g *Gateway) submitBackground(ctx context.Context, w http.ResponseWriter, r
 	return ok(http.StatusOK)
 }
 
-// getResponse serves GET /v1/responses/{id}: a background response as it progresses. Only jobs
-// are stored; other responses never are (the pool is stateless).
-func (g *Gateway) getResponse(w http.ResponseWriter, r *http.Request, id string) outcome {
+// getResponse serves GET /v1/responses/{id}: a background response as it progresses, to the key
+// that made it only (who; anyone else is told it does not exist). Only jobs are stored; other
+// responses never are (the pool is stateless).
+func (g *Gateway) getResponse(w http.ResponseWriter, r *http.Request, who owner, id string) outcome {
 	notFound := func(msg string) outcome {
 		a := newAPIError(http.StatusNotFound, CodeNotFound, "", msg)
 		a.write(w)
@@ -92,7 +96,7 @@ func (g *Gateway) getResponse(w http.ResponseWriter, r *http.Request, id string)
 	if g.cfg.Jobs == nil {
 		return notFound("gateway: responses are not stored (no durable job store is configured), so there is nothing to retrieve")
 	}
-	if !jobID.MatchString(id) {
+	if !who.owns(id) {
 		return notFound("gateway: no background response has the id " + quoteShort(id))
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), jobLookupTimeout)

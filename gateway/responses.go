@@ -159,7 +159,7 @@ func (g *Gateway) stream(ctx context.Context, w http.ResponseWriter, req request
 		})
 		end <- err
 	}()
-	sw := newSSE(w)
+	sw := newSSE(w, g.cfg.WriteTimeout)
 	keepAlive := time.NewTimer(g.cfg.KeepAlive)
 	defer keepAlive.Stop()
 	var writeErr error
@@ -250,15 +250,18 @@ func fastType(ev []byte) string {
 	return string(rest[:end])
 }
 
-// sse writes server-sent events, flushing each one.
+// sse writes server-sent events, flushing each one, each within its write timeout.
 type sse struct {
 	w       http.ResponseWriter
 	rc      *http.ResponseController
+	timeout time.Duration
 	started bool
 	buf     []byte
 }
 
-func newSSE(w http.ResponseWriter) *sse { return &sse{w: w, rc: http.NewResponseController(w)} }
+func newSSE(w http.ResponseWriter, timeout time.Duration) *sse {
+	return &sse{w: w, rc: http.NewResponseController(w), timeout: timeout}
+}
 
 func (s *sse) start() {
 	if s.started {
@@ -301,7 +304,11 @@ func (s *sse) comment(text string) error {
 	return s.write([]byte(": " + text + "\n\n"))
 }
 
+// write writes and flushes b. A client that takes longer than the timeout to make room for it
+// fails the write (where the server supports deadlines; net/http does). The last deadline also
+// covers the server's end of the response; ServeHTTP lifts it for the connection's next request.
 func (s *sse) write(b []byte) error {
+	_ = s.rc.SetWriteDeadline(time.Now().Add(s.timeout))
 	if _, err := s.w.Write(b); err != nil {
 		return err
 	}
