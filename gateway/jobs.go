@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/codexpool/codexpool/schemas"
+	"github.com/codexpool/codexpool/schemas/jsonobj"
 )
 
 // Jobs is the durable job store behind "background": true (the contract's Durable jobs). The
@@ -122,7 +123,7 @@ func (g *Gateway) getResponse(w http.ResponseWriter, r *http.Request, who owner,
 		o.code = e.Code
 		return o
 	}
-	ms, isObj := members(body)
+	ms, isObj := jsonobj.Members(body)
 	if !isObj || !json.Valid(body) {
 		a := newAPIError(http.StatusBadGateway, schemas.CodeUpstreamError, "", "gateway: the stored result of job "+id+" is not a JSON object")
 		a.write(w)
@@ -131,9 +132,9 @@ func (g *Gateway) getResponse(w http.ResponseWriter, r *http.Request, who owner,
 	// The job id is the only handle this API knows, so it is the response's id; the rest of the
 	// stored reply is returned as it was.
 	quoted, _ := json.Marshal(id)
-	body = withMember(body, ms, "id", quoted)
-	ms, _ = members(body)
-	body = withMember(body, ms, "background", []byte("true"))
+	body = jsonobj.WithMember(body, ms, "id", quoted)
+	ms, _ = jsonobj.Members(body)
+	body = jsonobj.WithMember(body, ms, "background", []byte("true"))
 	writeJSON(w, http.StatusOK, withoutNullError(body))
 	return ok(http.StatusOK)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/codexpool/codexpool/schemas"
+	"github.com/codexpool/codexpool/schemas/jsonobj"
 )
 
 // request is a POST /v1/responses body, read and normalized for the pool.
@@ -89,24 +90,24 @@ func tooLarge(n, limit int64) *apiError {
 // that is not a JSON object goes to the pool as it is, which refuses it with the exact reason.
 func normalize(raw []byte) request {
 	req := request{body: raw}
-	ms, isObj := members(raw)
+	ms, isObj := jsonobj.Members(raw)
 	if !isObj || !json.Valid(raw) {
 		return req
 	}
-	if v, found := field(raw, ms, "stream"); found {
+	if v, found := jsonobj.Field(raw, ms, "stream"); found {
 		req.stream = bytes.Equal(v, []byte("true"))
 	}
-	if v, found := field(raw, ms, "background"); found {
+	if v, found := jsonobj.Field(raw, ms, "background"); found {
 		req.background = bytes.Equal(v, []byte("true"))
 	}
-	if v, found := field(raw, ms, "model"); found {
+	if v, found := jsonobj.Field(raw, ms, "model"); found {
 		_ = json.Unmarshal(v, &req.model)
 	}
-	req.body = without(raw, ms, func(k, v []byte) bool {
-		if isNull(v) {
+	req.body = jsonobj.Without(raw, ms, func(k, v []byte) bool {
+		if jsonobj.IsNull(v) {
 			return true
 		}
-		if keyIs(k, "background") {
+		if jsonobj.KeyIs(k, "background") {
 			return bytes.Equal(v, []byte("false")) || req.background
 		}
 		return false
@@ -133,11 +134,11 @@ func withoutNullError(b []byte) []byte {
 	if !bytes.Contains(b, []byte(`"error"`)) {
 		return b
 	}
-	ms, isObj := members(b)
+	ms, isObj := jsonobj.Members(b)
 	if !isObj {
 		return b
 	}
-	return without(b, ms, func(k, v []byte) bool { return keyIs(k, "error") && isNull(v) })
+	return jsonobj.Without(b, ms, func(k, v []byte) bool { return jsonobj.KeyIs(k, "error") && jsonobj.IsNull(v) })
 }
 
 // stream answers a "stream": true request with server-sent events, as they arrive from the pool.
@@ -217,19 +218,19 @@ func inspectEvent(ev []byte) (typ string, out []byte, isError bool) {
 	if typ != "" && !bytes.Contains(ev, []byte(`"error"`)) {
 		return typ, ev, false
 	}
-	ms, isObj := members(ev)
+	ms, isObj := jsonobj.Members(ev)
 	if !isObj {
 		return typ, ev, false
 	}
-	if v, found := field(ev, ms, "error"); found {
-		if !isNull(v) {
+	if v, found := jsonobj.Field(ev, ms, "error"); found {
+		if !jsonobj.IsNull(v) {
 			return typ, ev, true
 		}
-		ev = without(ev, ms, func(k, v []byte) bool { return keyIs(k, "error") && isNull(v) })
-		ms, _ = members(ev)
+		ev = jsonobj.Without(ev, ms, func(k, v []byte) bool { return jsonobj.KeyIs(k, "error") && jsonobj.IsNull(v) })
+		ms, _ = jsonobj.Members(ev)
 	}
 	if typ == "" {
-		if v, found := field(ev, ms, "type"); found {
+		if v, found := jsonobj.Field(ev, ms, "type"); found {
 			_ = json.Unmarshal(v, &typ)
 		}
 	}
