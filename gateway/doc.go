@@ -37,7 +37,10 @@
 // shape {"error": {"message", "type", "code", "param"}}: code is the contract code, param the
 // field a 400 names. Retry times go out as retry-after and retry-after-ms; worker_busy carries
 // x-should-retry: true and a long (or unknown) rate-limit wait x-should-retry: false, so the SDKs
-// retry the one and not the other. No responders from NATS is 503 unavailable. An error after
+// retry the one and not the other. No responders from NATS is 503 unavailable, and so is a NATS
+// connection that stays down for Config.UnavailableWait (5 s) while a request waits for it, with
+// retry-after: a request that arrives meanwhile, or is in flight when it drops, is not held for
+// its timeout. An error after
 // the stream began is one SSE "error" event both SDKs raise on, and the stream ends. Every
 // response carries x-request-id, which is also the pool request's Codex-Request-Id. The gateway
 // always makes its own ("gw-" and a UUID): a client cannot name, and so cancel, another client's

@@ -18,14 +18,15 @@ import (
 
 // Defaults of Config.
 const (
-	DefaultModel          = "gpt-5.1-codex"
-	DefaultKeepAlive      = 15 * time.Second
-	DefaultRequestTimeout = 10 * time.Minute
-	DefaultBodyTimeout    = time.Minute
-	DefaultLongWait       = 10 * time.Second
-	DefaultReadyTTL       = 2 * time.Second
-	DefaultReadyTimeout   = time.Second
-	DefaultWriteTimeout   = 30 * time.Second
+	DefaultModel           = "gpt-5.1-codex"
+	DefaultKeepAlive       = 15 * time.Second
+	DefaultRequestTimeout  = 10 * time.Minute
+	DefaultBodyTimeout     = time.Minute
+	DefaultLongWait        = 10 * time.Second
+	DefaultReadyTTL        = 2 * time.Second
+	DefaultReadyTimeout    = time.Second
+	DefaultWriteTimeout    = 30 * time.Second
+	DefaultUnavailableWait = 5 * time.Second
 )
 
 // Config configures a Gateway. The zero value of every field is its documented default.
@@ -52,6 +53,11 @@ type Config struct {
 	// RequestTimeout is the longest a request may take; it becomes the pool request's deadline
 	// (Codex-Timeout). Default 10m.
 	RequestTimeout time.Duration
+	// UnavailableWait is how long a request waits for a NATS connection that is down (for a
+	// reconnect) before it is answered 503 unavailable with retry-after, instead of waiting for
+	// its RequestTimeout; a request in flight when the connection drops ends the same way.
+	// Default 5s.
+	UnavailableWait time.Duration
 	// LongWait: a 429 upstream_rate_limited whose retry time is unknown or longer than this is
 	// answered with x-should-retry: false, so the SDKs do not retry it on their own; default 10s.
 	LongWait time.Duration
@@ -101,6 +107,9 @@ func New(cl *client.Client, nc *nats.Conn, cfg Config) *Gateway {
 	}
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = DefaultRequestTimeout
+	}
+	if cfg.UnavailableWait <= 0 {
+		cfg.UnavailableWait = DefaultUnavailableWait
 	}
 	if cfg.LongWait <= 0 {
 		cfg.LongWait = DefaultLongWait

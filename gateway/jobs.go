@@ -75,7 +75,7 @@ func (g *Gateway) submitBackground(ctx context.Context, w http.ResponseWriter, r
 		err = fmt.Errorf("the job store named the job %s, not its request id", quoteShort(id))
 	}
 	if err != nil {
-		a := fromPool(err, g.cfg.RequestTimeout, g.cfg.LongWait)
+		a := g.poolError(ctx, err)
 		a.write(w)
 		return failed(a)
 	}
@@ -102,12 +102,14 @@ func (g *Gateway) getResponse(w http.ResponseWriter, r *http.Request, who owner,
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), jobLookupTimeout)
 	defer cancel()
+	ctx, stop := g.whileConnected(ctx)
+	defer stop()
 	body, done, err := g.cfg.Jobs.Result(ctx, id)
 	switch {
 	case errors.Is(err, ErrJobNotFound):
 		return notFound("gateway: no background response has the id " + quoteShort(id))
 	case err != nil:
-		a := fromPool(err, g.cfg.RequestTimeout, g.cfg.LongWait)
+		a := g.poolError(ctx, err)
 		a.write(w)
 		return failed(a)
 	case !done:

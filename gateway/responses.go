@@ -38,6 +38,8 @@ func (g *Gateway) createResponse(w http.ResponseWriter, r *http.Request, id stri
 	req := normalize(raw)
 	ctx, cancel := context.WithTimeout(r.Context(), g.cfg.RequestTimeout)
 	defer cancel()
+	ctx, stop := g.whileConnected(ctx)
+	defer stop()
 	hdr := nats.Header{}
 	hdr.Set(schemas.HeaderRequestID, id)
 	switch {
@@ -119,7 +121,7 @@ func normalize(raw []byte) request {
 func (g *Gateway) oneShot(ctx context.Context, w http.ResponseWriter, req request, hdr nats.Header) outcome {
 	reply, err := g.cl.Generate(ctx, req.body, hdr)
 	if err != nil {
-		a := fromPool(err, g.cfg.RequestTimeout, g.cfg.LongWait)
+		a := g.poolError(ctx, err)
 		a.write(w)
 		return failed(a)
 	}
@@ -195,7 +197,7 @@ func (g *Gateway) stream(ctx context.Context, w http.ResponseWriter, req request
 			case err == nil:
 				return ok(http.StatusOK)
 			}
-			a := fromPool(err, g.cfg.RequestTimeout, g.cfg.LongWait)
+			a := g.poolError(ctx, err)
 			if !sw.started {
 				a.write(w)
 				return failed(a)
