@@ -191,25 +191,31 @@ func (g *Gateway) stream(ctx context.Context, w http.ResponseWriter, req request
 			keepAlive.Reset(g.cfg.KeepAlive)
 		case err := <-end:
 			// fn hands over every event before Stream returns, so nothing is left in events.
-			switch {
-			case writeErr != nil:
-				return outcome{status: StatusClientClosed, code: CodeClientClosed, err: writeErr.Error()}
-			case err == nil:
-				return ok(http.StatusOK)
-			}
-			a := g.poolError(ctx, err)
-			if !sw.started {
-				a.write(w)
-				return failed(a)
-			}
-			if a.Status != StatusClientClosed {
-				_ = sw.event("error", a.streamFrame())
-			}
-			o := failed(a)
-			o.status = http.StatusOK // what went on the wire; code says what ended it
-			return o
+			return g.endStream(ctx, w, sw, err, writeErr)
 		}
 	}
+}
+
+// endStream answers the end of a stream: err is what the pool request returned, writeErr the
+// write that failed (the client is gone or stalled), if one did.
+func (g *Gateway) endStream(ctx context.Context, w http.ResponseWriter, sw *sse, err, writeErr error) outcome {
+	switch {
+	case writeErr != nil:
+		return outcome{status: StatusClientClosed, code: CodeClientClosed, err: writeErr.Error()}
+	case err == nil:
+		return ok(http.StatusOK)
+	}
+	a := g.poolError(ctx, err)
+	if !sw.started {
+		a.write(w)
+		return failed(a)
+	}
+	if a.Status != StatusClientClosed {
+		_ = sw.event("error", a.streamFrame())
+	}
+	o := failed(a)
+	o.status = http.StatusOK // what went on the wire; code says what ended it
+	return o
 }
 
 // inspectEvent returns the event's type and the event to forward (with a top-level
