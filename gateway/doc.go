@@ -17,7 +17,8 @@
 //     "event: <type>\ndata: <event JSON>\n\n" frame per pool event, flushed as it comes, and
 //     ": keep-alive" comments while the origin is silent; otherwise the one-shot JSON reply.
 //     "background": true makes a durable job when Config.Jobs is set.
-//   - GET /v1/responses/{id}: a background response as it progresses.
+//   - GET /v1/responses/{id}: a background response as it progresses, to the key that made it
+//     only: any other key gets the 404 not_found of an id that does not exist.
 //   - GET /v1/models, GET /v1/models/{id}: Config.Models in the OpenAI list shape.
 //   - GET /healthz (the process is up), GET /readyz (NATS connected and a worker answers the
 //     micro ping; the verdict is cached for Config.ReadyTTL). Neither needs a key.
@@ -36,11 +37,34 @@
 // shape {"error": {"message", "type", "code", "param"}}: code is the contract code, param the
 // field a 400 names. Retry times go out as retry-after and retry-after-ms; worker_busy carries
 // x-should-retry: true and a long (or unknown) rate-limit wait x-should-retry: false, so the SDKs
-// retry the one and not the other. No responders from NATS is 503 unavailable. An error after
+// retry the one and not the other. No responders from NATS is 503 unavailable, and so is a NATS
+// connection that stays down for Config.UnavailableWait (5 s) while a request waits for it, with
+// retry-after: a request that arrives meanwhile, or is in flight when it drops, is not held for
+// its timeout. An error after
 // the stream began is one SSE "error" event both SDKs raise on, and the stream ends. Every
 // response carries x-request-id, which is also the pool request's Codex-Request-Id. The gateway
 // always makes its own ("gw-" and a UUID): a client cannot name, and so cancel, another client's
 // request.
+//
+// # Trust boundaries
+//
+// The request id is also the id of a background response (the job id), and it carries its
+// owner: the UUID's second half is a tag of the first and of the SHA-256 digest of the client key
+// (never the key itself; see owner.go). A GET with another key computes another tag and is
+// answered 404 without asking the job store, so a job's existence does not leak.
+//
+// Without keys the gateway trusts whoever reaches it, so it serves /v1/* only to requests made
+// on this machine on purpose: a Host that is not a loopback name (localhost, 127.0.0.0/8, [::1],
+// with or without a port) is 421 misdirected_request (DNS rebinding), an Origin header that is
+// not an http(s) loopback origin is 403 forbidden_origin (a web page's fetch or form post), and a
+// POST body whose Content-Type is not application/json is 415 unsupported_media_type (what a
+// cross-site request can send without a CORS preflight). With keys none of these is checked:
+// a browser cannot send a page's request with the Authorization header, and clients that post
+// JSON without the header (curl -d) keep working.
+//
+// A stream's every write (event or keep-alive) must be taken by the client within
+// Config.WriteTimeout (30 s): a client that stops reading is cut off, and its pool request
+// cancelled as for a disconnect, so it does not hold a worker's slot.
 //
 // # Cancellation
 //

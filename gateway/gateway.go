@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 
 	"github.com/codexpool/codexpool/queue/client"
@@ -19,13 +18,15 @@ import (
 
 // Defaults of Config.
 const (
-	DefaultModel          = "gpt-5.1-codex"
-	DefaultKeepAlive      = 15 * time.Second
-	DefaultRequestTimeout = 10 * time.Minute
-	DefaultBodyTimeout    = time.Minute
-	DefaultLongWait       = 10 * time.Second
-	DefaultReadyTTL       = 2 * time.Second
-	DefaultReadyTimeout   = time.Second
+	DefaultModel           = "gpt-5.1-codex"
+	DefaultKeepAlive       = 15 * time.Second
+	DefaultRequestTimeout  = 10 * time.Minute
+	DefaultBodyTimeout     = time.Minute
+	DefaultLongWait        = 10 * time.Second
+	DefaultReadyTTL        = 2 * time.Second
+	DefaultReadyTimeout    = time.Second
+	DefaultWriteTimeout    = 30 * time.Second
+	DefaultUnavailableWait = 5 * time.Second
 )
 
 // Config configures a Gateway. The zero value of every field is its documented default.
@@ -45,9 +46,18 @@ type Config struct {
 	// proxies and clients do not time it out; default 15s. A stream whose first event is that
 	// late starts with the comment, so a later error comes as an SSE error event, not a status.
 	KeepAlive time.Duration
+	// WriteTimeout is how long one write of a stream (an event, a keep-alive) may wait for a
+	// client that does not read: past it the client is cut off and its pool request cancelled,
+	// so a stalled reader does not hold a worker's slot. Default 30s.
+	WriteTimeout time.Duration
 	// RequestTimeout is the longest a request may take; it becomes the pool request's deadline
 	// (Codex-Timeout). Default 10m.
 	RequestTimeout time.Duration
+	// UnavailableWait is how long a request waits for a NATS connection that is down (for a
+	// reconnect) before it is answered 503 unavailable with retry-after, instead of waiting for
+	// its RequestTimeout; a request in flight when the connection drops ends the same way.
+	// Default 5s.
+	UnavailableWait time.Duration
 	// LongWait: a 429 upstream_rate_limited whose retry time is unknown or longer than this is
 	// answered with x-should-retry: false, so the SDKs do not retry it on their own; default 10s.
 	LongWait time.Duration
@@ -92,8 +102,14 @@ func New(cl *client.Client, nc *nats.Conn, cfg Config) *Gateway {
 	if cfg.KeepAlive <= 0 {
 		cfg.KeepAlive = DefaultKeepAlive
 	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = DefaultWriteTimeout
+	}
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = DefaultRequestTimeout
+	}
+	if cfg.UnavailableWait <= 0 {
+		cfg.UnavailableWait = DefaultUnavailableWait
 	}
 	if cfg.LongWait <= 0 {
 		cfg.LongWait = DefaultLongWait
@@ -134,11 +150,13 @@ func failed(a *apiError) outcome {
 // ServeHTTP routes the request and writes the one log line per request.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	// A stream's write deadline outlives its response on a kept-alive connection: lift it.
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
 	// The pool's request id is always the gateway's own: a client-chosen one could name another
 	// client's request, and a disconnect cancels the request by its id.
-	id := "gw-" + uuid.NewString()
-	w.Header().Set("X-Request-Id", id)
-	o := g.route(w, r, id)
+	c := g.identify(r)
+	w.Header().Set("X-Request-Id", c.id)
+	o := g.route(w, r, c)
 	if r.Context().Err() != nil && o.code != "ok" {
 		o.status, o.code = StatusClientClosed, CodeClientClosed
 	}
@@ -150,7 +168,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	attrs := []slog.Attr{
-		slog.String("request_id", id), slog.String("method", r.Method), slog.String("path", r.URL.Path),
+		slog.String("request_id", c.id), slog.String("method", r.Method), slog.String("path", r.URL.Path),
 		slog.Int("status", o.status), slog.String("code", string(o.code)),
 		slog.Duration("duration", time.Since(start)), slog.Bool("stream", o.stream),
 	}
@@ -164,7 +182,20 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.log.LogAttrs(context.Background(), level, "request", attrs...)
 }
 
-func (g *Gateway) route(w http.ResponseWriter, r *http.Request, id string) outcome {
+// call is who a request came from and the id the gateway gave it.
+type call struct {
+	id     string
+	owner  owner
+	authed bool // a key the gateway accepts, or a gateway without keys
+}
+
+// identify authenticates r and makes its request id, which carries the owner (see owner.go).
+func (g *Gateway) identify(r *http.Request) call {
+	o, authed := g.authorize(r)
+	return call{id: newRequestID(o), owner: o, authed: authed}
+}
+
+func (g *Gateway) route(w http.ResponseWriter, r *http.Request, c call) outcome {
 	p := r.URL.Path
 	switch p {
 	case "/healthz":
@@ -175,7 +206,13 @@ func (g *Gateway) route(w http.ResponseWriter, r *http.Request, id string) outco
 	if !strings.HasPrefix(p, "/v1/") {
 		return g.notFound(w, r)
 	}
-	if !g.authorized(r) {
+	if len(g.keys) == 0 {
+		if a := localOnly(r); a != nil {
+			a.write(w)
+			return failed(a)
+		}
+	}
+	if !c.authed {
 		a := newAPIError(http.StatusUnauthorized, CodeInvalidAPIKey, "",
 			"missing or unknown API key: send Authorization: Bearer <key> with one of the gateway's keys")
 		a.write(w)
@@ -186,12 +223,12 @@ func (g *Gateway) route(w http.ResponseWriter, r *http.Request, id string) outco
 		if r.Method != http.MethodPost {
 			return g.methodNotAllowed(w, r, http.MethodPost)
 		}
-		return g.createResponse(w, r, id)
+		return g.createResponse(w, r, c.id)
 	case strings.HasPrefix(p, "/v1/responses/"):
 		if r.Method != http.MethodGet {
 			return g.methodNotAllowed(w, r, http.MethodGet)
 		}
-		return g.getResponse(w, r, strings.TrimPrefix(p, "/v1/responses/"))
+		return g.getResponse(w, r, c.owner, strings.TrimPrefix(p, "/v1/responses/"))
 	case p == "/v1/models":
 		if r.Method != http.MethodGet {
 			return g.methodNotAllowed(w, r, http.MethodGet)
@@ -220,11 +257,13 @@ func (g *Gateway) methodNotAllowed(w http.ResponseWriter, r *http.Request, allow
 	return failed(a)
 }
 
-// authorized reports whether r carries one of the keys. Every key is compared, in constant time,
-// on SHA-256 digests, so neither a key's length nor how much of it matched shows in the timing.
-func (g *Gateway) authorized(r *http.Request) bool {
+// authorize reports whether r carries one of the keys, and the owner it makes r's: the key's
+// SHA-256 digest. Every key is compared, in constant time, on SHA-256 digests, so neither a key's
+// length nor how much of it matched shows in the timing. Without keys every request is the zero
+// owner's.
+func (g *Gateway) authorize(r *http.Request) (owner, bool) {
 	if len(g.keys) == 0 {
-		return true
+		return owner{}, true
 	}
 	auth := r.Header.Get("Authorization")
 	scheme, tok, found := strings.Cut(auth, " ")
@@ -233,7 +272,10 @@ func (g *Gateway) authorized(r *http.Request) bool {
 	for i := range g.keys {
 		match |= subtle.ConstantTimeCompare(sum[:], g.keys[i][:])
 	}
-	return found && strings.EqualFold(scheme, "Bearer") && match == 1
+	if !found || !strings.EqualFold(scheme, "Bearer") || match != 1 {
+		return owner{}, false
+	}
+	return owner(sum), true
 }
 
 // ErrOpenWithoutKeys is returned by CheckAddr for a non-loopback address without client keys.

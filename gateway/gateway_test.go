@@ -43,9 +43,13 @@ func get(t *testing.T, p *pool, path string, auth bool) *http.Response {
 	return do(t, req)
 }
 
-func do(t *testing.T, req *http.Request) *http.Response {
+// do sends req on a new transport, which each opt may adjust first.
+func do(t *testing.T, req *http.Request, opts ...func(*http.Transport)) *http.Response {
 	t.Helper()
 	tr := &http.Transport{}
+	for _, o := range opts {
+		o(tr)
+	}
 	t.Cleanup(tr.CloseIdleConnections)
 	resp, err := (&http.Client{Transport: tr}).Do(req)
 	if err != nil {

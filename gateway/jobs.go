@@ -4,20 +4,23 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
-	"regexp"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/codexpool/codexpool/schemas"
+	"github.com/codexpool/codexpool/schemas/jsonobj"
 )
 
 // Jobs is the durable job store behind "background": true (the contract's Durable jobs). The
 // gateway only submits and reads back; workers run the jobs.
 type Jobs interface {
 	// Submit stores body (the request without "background") as a durable job with the headers
-	// hdr (Codex-Request-Id) and returns its id once stored. Errors may be *schemas.Error.
+	// hdr and returns its id once stored. The id must be hdr's Codex-Request-Id: the gateway's
+	// request id, which carries the key that may read the job back (see GET /v1/responses/{id}).
+	// Errors may be *schemas.Error.
 	Submit(ctx context.Context, body []byte, hdr nats.Header) (id string, err error)
 	// Result returns the result of job id: body is exactly what codex.generate would have
 	// replied (the response JSON, or the contract error body {"error": {...}}), done is false
@@ -31,9 +34,6 @@ var ErrJobNotFound = errors.New("gateway: no such job")
 
 // jobLookupTimeout bounds one Jobs.Result call.
 const jobLookupTimeout = 10 * time.Second
-
-// jobID is the contract's job id pattern.
-var jobID = regexp.MustCompile(`^[A-Za-z0-9_=-]{1,128}$`)
 
 // pending is the Responses API object of a background response that has no result yet.
 type pending struct {
@@ -70,8 +70,12 @@ func (g *Gateway) submitBackground(ctx context.Context, w http.ResponseWriter, r
 		return failed(a)
 	}
 	id, err := g.cfg.Jobs.Submit(ctx, req.body, hdr)
+	if err == nil && id != hdr.Get(schemas.HeaderRequestID) {
+		// Its owner could not read it back: a bug of the store, refused before the client waits.
+		err = fmt.Errorf("the job store named the job %s, not its request id", quoteShort(id))
+	}
 	if err != nil {
-		a := fromPool(err, g.cfg.RequestTimeout, g.cfg.LongWait)
+		a := g.poolError(ctx, err)
 		a.write(w)
 		return failed(a)
 	}
@@ -81,9 +85,10 @@ func (g *Gateway) submitBackground(ctx context.Context, w http.ResponseWriter, r
 	return ok(http.StatusOK)
 }
 
-// getResponse serves GET /v1/responses/{id}: a background response as it progresses. Only jobs
-// are stored; other responses never are (the pool is stateless).
-func (g *Gateway) getResponse(w http.ResponseWriter, r *http.Request, id string) outcome {
+// getResponse serves GET /v1/responses/{id}: a background response as it progresses, to the key
+// that made it only (who; anyone else is told it does not exist). Only jobs are stored; other
+// responses never are (the pool is stateless).
+func (g *Gateway) getResponse(w http.ResponseWriter, r *http.Request, who owner, id string) outcome {
 	notFound := func(msg string) outcome {
 		a := newAPIError(http.StatusNotFound, CodeNotFound, "", msg)
 		a.write(w)
@@ -92,17 +97,19 @@ func (g *Gateway) getResponse(w http.ResponseWriter, r *http.Request, id string)
 	if g.cfg.Jobs == nil {
 		return notFound("gateway: responses are not stored (no durable job store is configured), so there is nothing to retrieve")
 	}
-	if !jobID.MatchString(id) {
+	if !who.owns(id) {
 		return notFound("gateway: no background response has the id " + quoteShort(id))
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), jobLookupTimeout)
 	defer cancel()
+	ctx, stop := g.whileConnected(ctx)
+	defer stop()
 	body, done, err := g.cfg.Jobs.Result(ctx, id)
 	switch {
 	case errors.Is(err, ErrJobNotFound):
 		return notFound("gateway: no background response has the id " + quoteShort(id))
 	case err != nil:
-		a := fromPool(err, g.cfg.RequestTimeout, g.cfg.LongWait)
+		a := g.poolError(ctx, err)
 		a.write(w)
 		return failed(a)
 	case !done:
@@ -118,7 +125,7 @@ func (g *Gateway) getResponse(w http.ResponseWriter, r *http.Request, id string)
 		o.code = e.Code
 		return o
 	}
-	ms, isObj := members(body)
+	ms, isObj := jsonobj.Members(body)
 	if !isObj || !json.Valid(body) {
 		a := newAPIError(http.StatusBadGateway, schemas.CodeUpstreamError, "", "gateway: the stored result of job "+id+" is not a JSON object")
 		a.write(w)
@@ -127,9 +134,9 @@ func (g *Gateway) getResponse(w http.ResponseWriter, r *http.Request, id string)
 	// The job id is the only handle this API knows, so it is the response's id; the rest of the
 	// stored reply is returned as it was.
 	quoted, _ := json.Marshal(id)
-	body = withMember(body, ms, "id", quoted)
-	ms, _ = members(body)
-	body = withMember(body, ms, "background", []byte("true"))
+	body = jsonobj.WithMember(body, ms, "id", quoted)
+	ms, _ = jsonobj.Members(body)
+	body = jsonobj.WithMember(body, ms, "background", []byte("true"))
 	writeJSON(w, http.StatusOK, withoutNullError(body))
 	return ok(http.StatusOK)
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"go.uber.org/goleak"
 
@@ -36,6 +37,7 @@ const waitTimeout = 20 * time.Second
 // pool is a real pool in this process: embedded NATS, the origin simulator, one worker behind the
 // micro service, and a gateway on a loopback HTTP server.
 type pool struct {
+	ns   *server.Server
 	nc   *nats.Conn
 	sim  *codextest.Server
 	svc  *queue.Service
@@ -69,7 +71,7 @@ func newPool(t testing.TB, o poolOptions) *pool {
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
 
-	p := &pool{logs: &testutil.SyncBuffer{}}
+	p := &pool{ns: ns, logs: &testutil.SyncBuffer{}}
 	if o.sim.Words == 0 {
 		o.sim.Words = words
 	}

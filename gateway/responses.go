@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/codexpool/codexpool/schemas"
+	"github.com/codexpool/codexpool/schemas/jsonobj"
 )
 
 // request is a POST /v1/responses body, read and normalized for the pool.
@@ -37,6 +38,8 @@ func (g *Gateway) createResponse(w http.ResponseWriter, r *http.Request, id stri
 	req := normalize(raw)
 	ctx, cancel := context.WithTimeout(r.Context(), g.cfg.RequestTimeout)
 	defer cancel()
+	ctx, stop := g.whileConnected(ctx)
+	defer stop()
 	hdr := nats.Header{}
 	hdr.Set(schemas.HeaderRequestID, id)
 	switch {
@@ -89,24 +92,24 @@ func tooLarge(n, limit int64) *apiError {
 // that is not a JSON object goes to the pool as it is, which refuses it with the exact reason.
 func normalize(raw []byte) request {
 	req := request{body: raw}
-	ms, isObj := members(raw)
+	ms, isObj := jsonobj.Members(raw)
 	if !isObj || !json.Valid(raw) {
 		return req
 	}
-	if v, found := field(raw, ms, "stream"); found {
+	if v, found := jsonobj.Field(raw, ms, "stream"); found {
 		req.stream = bytes.Equal(v, []byte("true"))
 	}
-	if v, found := field(raw, ms, "background"); found {
+	if v, found := jsonobj.Field(raw, ms, "background"); found {
 		req.background = bytes.Equal(v, []byte("true"))
 	}
-	if v, found := field(raw, ms, "model"); found {
+	if v, found := jsonobj.Field(raw, ms, "model"); found {
 		_ = json.Unmarshal(v, &req.model)
 	}
-	req.body = without(raw, ms, func(k, v []byte) bool {
-		if isNull(v) {
+	req.body = jsonobj.Without(raw, ms, func(k, v []byte) bool {
+		if jsonobj.IsNull(v) {
 			return true
 		}
-		if keyIs(k, "background") {
+		if jsonobj.KeyIs(k, "background") {
 			return bytes.Equal(v, []byte("false")) || req.background
 		}
 		return false
@@ -118,7 +121,7 @@ func normalize(raw []byte) request {
 func (g *Gateway) oneShot(ctx context.Context, w http.ResponseWriter, req request, hdr nats.Header) outcome {
 	reply, err := g.cl.Generate(ctx, req.body, hdr)
 	if err != nil {
-		a := fromPool(err, g.cfg.RequestTimeout, g.cfg.LongWait)
+		a := g.poolError(ctx, err)
 		a.write(w)
 		return failed(a)
 	}
@@ -133,11 +136,11 @@ func withoutNullError(b []byte) []byte {
 	if !bytes.Contains(b, []byte(`"error"`)) {
 		return b
 	}
-	ms, isObj := members(b)
+	ms, isObj := jsonobj.Members(b)
 	if !isObj {
 		return b
 	}
-	return without(b, ms, func(k, v []byte) bool { return keyIs(k, "error") && isNull(v) })
+	return jsonobj.Without(b, ms, func(k, v []byte) bool { return jsonobj.KeyIs(k, "error") && jsonobj.IsNull(v) })
 }
 
 // stream answers a "stream": true request with server-sent events, as they arrive from the pool.
@@ -159,7 +162,7 @@ func (g *Gateway) stream(ctx context.Context, w http.ResponseWriter, req request
 		})
 		end <- err
 	}()
-	sw := newSSE(w)
+	sw := newSSE(w, g.cfg.WriteTimeout)
 	keepAlive := time.NewTimer(g.cfg.KeepAlive)
 	defer keepAlive.Stop()
 	var writeErr error
@@ -188,25 +191,31 @@ func (g *Gateway) stream(ctx context.Context, w http.ResponseWriter, req request
 			keepAlive.Reset(g.cfg.KeepAlive)
 		case err := <-end:
 			// fn hands over every event before Stream returns, so nothing is left in events.
-			switch {
-			case writeErr != nil:
-				return outcome{status: StatusClientClosed, code: CodeClientClosed, err: writeErr.Error()}
-			case err == nil:
-				return ok(http.StatusOK)
-			}
-			a := fromPool(err, g.cfg.RequestTimeout, g.cfg.LongWait)
-			if !sw.started {
-				a.write(w)
-				return failed(a)
-			}
-			if a.Status != StatusClientClosed {
-				_ = sw.event("error", a.streamFrame())
-			}
-			o := failed(a)
-			o.status = http.StatusOK // what went on the wire; code says what ended it
-			return o
+			return g.endStream(ctx, w, sw, err, writeErr)
 		}
 	}
+}
+
+// endStream answers the end of a stream: err is what the pool request returned, writeErr the
+// write that failed (the client is gone or stalled), if one did.
+func (g *Gateway) endStream(ctx context.Context, w http.ResponseWriter, sw *sse, err, writeErr error) outcome {
+	switch {
+	case writeErr != nil:
+		return outcome{status: StatusClientClosed, code: CodeClientClosed, err: writeErr.Error()}
+	case err == nil:
+		return ok(http.StatusOK)
+	}
+	a := g.poolError(ctx, err)
+	if !sw.started {
+		a.write(w)
+		return failed(a)
+	}
+	if a.Status != StatusClientClosed {
+		_ = sw.event("error", a.streamFrame())
+	}
+	o := failed(a)
+	o.status = http.StatusOK // what went on the wire; code says what ended it
+	return o
 }
 
 // inspectEvent returns the event's type and the event to forward (with a top-level
@@ -217,19 +226,19 @@ func inspectEvent(ev []byte) (typ string, out []byte, isError bool) {
 	if typ != "" && !bytes.Contains(ev, []byte(`"error"`)) {
 		return typ, ev, false
 	}
-	ms, isObj := members(ev)
+	ms, isObj := jsonobj.Members(ev)
 	if !isObj {
 		return typ, ev, false
 	}
-	if v, found := field(ev, ms, "error"); found {
-		if !isNull(v) {
+	if v, found := jsonobj.Field(ev, ms, "error"); found {
+		if !jsonobj.IsNull(v) {
 			return typ, ev, true
 		}
-		ev = without(ev, ms, func(k, v []byte) bool { return keyIs(k, "error") && isNull(v) })
-		ms, _ = members(ev)
+		ev = jsonobj.Without(ev, ms, func(k, v []byte) bool { return jsonobj.KeyIs(k, "error") && jsonobj.IsNull(v) })
+		ms, _ = jsonobj.Members(ev)
 	}
 	if typ == "" {
-		if v, found := field(ev, ms, "type"); found {
+		if v, found := jsonobj.Field(ev, ms, "type"); found {
 			_ = json.Unmarshal(v, &typ)
 		}
 	}
@@ -250,15 +259,18 @@ func fastType(ev []byte) string {
 	return string(rest[:end])
 }
 
-// sse writes server-sent events, flushing each one.
+// sse writes server-sent events, flushing each one, each within its write timeout.
 type sse struct {
 	w       http.ResponseWriter
 	rc      *http.ResponseController
+	timeout time.Duration
 	started bool
 	buf     []byte
 }
 
-func newSSE(w http.ResponseWriter) *sse { return &sse{w: w, rc: http.NewResponseController(w)} }
+func newSSE(w http.ResponseWriter, timeout time.Duration) *sse {
+	return &sse{w: w, rc: http.NewResponseController(w), timeout: timeout}
+}
 
 func (s *sse) start() {
 	if s.started {
@@ -301,7 +313,11 @@ func (s *sse) comment(text string) error {
 	return s.write([]byte(": " + text + "\n\n"))
 }
 
+// write writes and flushes b. A client that takes longer than the timeout to make room for it
+// fails the write (where the server supports deadlines; net/http does). The last deadline also
+// covers the server's end of the response; ServeHTTP lifts it for the connection's next request.
 func (s *sse) write(b []byte) error {
+	_ = s.rc.SetWriteDeadline(time.Now().Add(s.timeout))
 	if _, err := s.w.Write(b); err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/codexpool/codexpool/schemas"
+	"github.com/codexpool/codexpool/schemas/jsonobj"
 )
 
 // MaxNesting is how deeply a request's arrays and objects may nest. Real requests stay far
@@ -31,13 +32,13 @@ var forbidden = []struct{ field, why string }{
 //
 // Other errors (not *schemas.Error) mean the embedded schema is broken, a bug of this package.
 func Request(payload []byte) (*schemas.Request, error) {
-	if len(trimSpace(payload)) == 0 {
+	if len(jsonobj.TrimSpace(payload)) == 0 {
 		return nil, schemas.Errorf(schemas.CodeInvalidRequest, "request is empty: want a JSON object")
 	}
 	if !utf8.Valid(payload) {
 		return nil, schemas.Errorf(schemas.CodeInvalidRequest, "request is not valid UTF-8 (at byte %d)", invalidUTF8At(payload))
 	}
-	spans, field, deep := scan(payload, MaxNesting)
+	spans, field, deep := jsonobj.Scan(payload, MaxNesting)
 	if deep {
 		if field == "" {
 			return nil, schemas.Errorf(schemas.CodeInvalidRequest, "request nests deeper than %d levels", MaxNesting)
@@ -52,14 +53,14 @@ func Request(payload []byte) (*schemas.Request, error) {
 		}
 		return nil, schemas.Errorf(schemas.CodeInvalidRequest, "%s", msg)
 	}
-	if payload[firstNonSpace(payload)] != '{' {
+	if jsonobj.TrimSpace(payload)[0] != '{' { // not empty: checked first
 		return nil, schemas.Errorf(schemas.CodeInvalidRequest, "request must be a JSON object")
 	}
-	// The payload is valid JSON from here on, so the spans scan found are its top-level fields.
+	// The payload is valid JSON from here on, so the spans Scan found are its top-level fields.
 	payload = bytes.Clone(payload) // the caller may reuse its buffer; fields point into ours
 	fields := make(map[string]json.RawMessage, len(spans))
 	for _, sp := range spans {
-		fields[unquote(payload[sp.key[0]:sp.key[1]])] = payload[sp.val[0]:sp.val[1]:sp.val[1]]
+		fields[jsonobj.Unquote(payload[sp.Key[0]:sp.Key[1]])] = payload[sp.Val[0]:sp.Val[1]:sp.Val[1]]
 	}
 	for _, f := range forbidden {
 		if _, ok := fields[f.field]; ok {
@@ -120,105 +121,4 @@ func invalidUTF8At(b []byte) int {
 		i += n
 	}
 	return len(b)
-}
-
-// span is one top-level field of an object: byte ranges of its quoted key and of its value.
-type span struct{ key, val [2]int }
-
-// scan walks b once, counting brackets outside strings. It reports whether arrays and objects
-// nest deeper than limit, and if so the top-level key whose value does (when b is an object);
-// otherwise it returns the top-level fields. It accepts any bytes and never fails: the spans
-// are only meaningful once b is known to be a valid JSON object.
-func scan(b []byte, limit int) (spans []span, field string, deep bool) {
-	depth := 0
-	key := [2]int{-1, -1}
-	val := -1 // start of the current top-level value, -1 between fields
-	for i := 0; i < len(b); i++ {
-		switch b[i] {
-		case '"':
-			j := i + 1
-			for {
-				k := bytes.IndexAny(b[j:], `"\`)
-				if k < 0 {
-					return spans, "", false // unterminated string: not JSON
-				}
-				j += k
-				if b[j] == '"' {
-					break
-				}
-				j += 2 // skip the escaped character
-				if j >= len(b) {
-					return spans, "", false
-				}
-			}
-			if depth == 1 && val < 0 {
-				key = [2]int{i, j + 1}
-			}
-			i = j
-		case ':':
-			if depth == 1 {
-				val = i + 1
-			}
-		case ',':
-			if depth == 1 && val >= 0 {
-				spans = append(spans, span{key, trimValue(b, val, i)})
-				val = -1
-			}
-		case '{', '[':
-			depth++
-			if depth > limit {
-				if val < 0 || key[0] < 0 {
-					return nil, "", true
-				}
-				return nil, unquote(b[key[0]:key[1]]), true
-			}
-		case '}', ']':
-			if depth == 1 && val >= 0 {
-				spans = append(spans, span{key, trimValue(b, val, i)})
-				val = -1
-			}
-			depth--
-		}
-	}
-	return spans, "", false
-}
-
-// trimValue returns [from, to) without the JSON whitespace around the value.
-func trimValue(b []byte, from, to int) [2]int {
-	for from < to && isSpace(b[from]) {
-		from++
-	}
-	for to > from && isSpace(b[to-1]) {
-		to--
-	}
-	return [2]int{from, to}
-}
-
-func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
-
-// trimSpace trims JSON whitespace only; bytes.TrimSpace would also drop \v, \f and Unicode
-// spaces, which are not allowed around a JSON value.
-func trimSpace(b []byte) []byte {
-	t := trimValue(b, 0, len(b))
-	return b[t[0]:t[1]]
-}
-
-func firstNonSpace(b []byte) int {
-	i := 0
-	for i < len(b)-1 && isSpace(b[i]) {
-		i++
-	}
-	return i
-}
-
-// unquote decodes a JSON string literal; escapes are rare in keys, so the plain case is a copy.
-func unquote(q []byte) string {
-	if bytes.IndexByte(q, '\\') < 0 && len(q) >= 2 {
-		return string(q[1 : len(q)-1])
-	}
-	var s string
-	if err := json.Unmarshal(q, &s); err != nil {
-		return string(q)
-	}
-	return s
 }

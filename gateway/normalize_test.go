@@ -1,12 +1,6 @@
 package gateway
 
-import (
-	"bytes"
-	"encoding/json"
-	"maps"
-	"slices"
-	"testing"
-)
+import "testing"
 
 func TestNormalize(t *testing.T) {
 	cases := []struct {
@@ -56,63 +50,4 @@ func TestInspectEvent(t *testing.T) {
 			}
 		})
 	}
-}
-
-func TestWithMember(t *testing.T) {
-	cases := []struct{ in, want string }{
-		{`{}`, `{"id":"j"}`},
-		{`{"id":"r","a":1}`, `{"a":1,"id":"j"}`},
-		{`{"a":1}`, `{"a":1,"id":"j"}`},
-	}
-	for _, tc := range cases {
-		b := []byte(tc.in)
-		ms, _ := members(b)
-		if got := withMember(b, ms, "id", []byte(`"j"`)); string(got) != tc.want {
-			t.Errorf("withMember(%s): got %s, want %s", tc.in, got, tc.want)
-		}
-	}
-}
-
-// FuzzMembers checks the scanner against encoding/json: on every valid object it finds the same
-// keys and values, and dropping members leaves a valid object with the rest.
-func FuzzMembers(f *testing.F) {
-	for _, s := range []string{`{}`, `{"a":1}`, ` {"a" : [1,{"b":"}"}], "c\"":null , "d":"\\"} `, `[1]`, `{"a":}`, `{"a":1,}`, `"x"`, `{"a":tru}`} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, b []byte) {
-		ms, isObj := members(b)
-		var want map[string]json.RawMessage
-		validObj := json.Valid(b) && json.Unmarshal(b, &want) == nil && want != nil
-		if !validObj {
-			return // only valid JSON reaches the scanner's results
-		}
-		if !isObj {
-			t.Fatalf("members(%q) says not an object", b)
-		}
-		got := map[string]json.RawMessage{}
-		for _, m := range ms {
-			var k string
-			if err := json.Unmarshal(b[m.key[0]:m.key[1]], &k); err != nil {
-				t.Fatalf("key %q: %v", b[m.key[0]:m.key[1]], err)
-			}
-			got[k] = b[m.val[0]:m.val[1]]
-		}
-		if !slices.Equal(slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(want))) {
-			t.Fatalf("members(%q) keys %v, want %v", b, slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(want)))
-		}
-		for k, v := range want {
-			var cg, cw bytes.Buffer
-			_ = json.Compact(&cg, got[k])
-			_ = json.Compact(&cw, v)
-			if !bytes.Equal(cg.Bytes(), cw.Bytes()) {
-				t.Fatalf("members(%q)[%q] = %s, want %s", b, k, got[k], v)
-			}
-		}
-		odd := 0
-		out := without(b, ms, func(_, _ []byte) bool { odd++; return odd%2 == 1 })
-		var rest map[string]json.RawMessage
-		if err := json.Unmarshal(out, &rest); err != nil {
-			t.Fatalf("without(%q) = %q, not an object: %v", b, out, err)
-		}
-	})
 }
