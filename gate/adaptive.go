@@ -78,14 +78,7 @@ type adaptive struct {
 
 	acceptedTotal, rejectedTotal uint64 // outcomes reported (first reports only)
 
-	refused      int       // refusals since the last acceptance, this gate's and its peers'
-	ownRefused   bool      // one of them was this gate's own
-	firstRefused time.Time // the first of them
-	lastRefused  time.Time // this gate's last
-	closed       bool      // see ErrClosed
-	probing      bool      // a prober is waiting or its probe is in flight
-	probeID      uint64    // the probe's slot once granted (0: still waiting)
-	probeStart   time.Time // when it was granted
+	origin closedTracker // a closed origin and its prober
 
 	f *fleet // the peers; nil in process scope
 
@@ -156,7 +149,7 @@ func (a *adaptive) earliest(now time.Time) time.Time {
 			}
 		}
 	}
-	if a.closed {
+	if a.origin.closed {
 		t = later(t, a.probeSlot(now))
 	}
 	return t
@@ -169,9 +162,7 @@ func (a *adaptive) earliest(now time.Time) time.Time {
 // and not refused since the last acceptance starts at once when a live peer reports a closed
 // origin: if the origin is closed, the refusal closes this gate too.
 func (a *adaptive) confirms(now time.Time) bool {
-	f := a.f
-	return !a.closed && !a.ownRefused && len(a.queue) > 0 && !f.peerClosedAt.IsZero() &&
-		now.Sub(f.peerClosedAt) < peerLive*a.cfg.ReportInterval && now.Sub(f.confirmedAt) >= a.widest()
+	return a.origin.confirms(now, len(a.queue) > 0, peerLive*a.cfg.ReportInterval, a.widest())
 }
 
 // probeSlot is a closed origin's next probe: the widest spacing after this gate's last refusal,
@@ -179,13 +170,11 @@ func (a *adaptive) confirms(now time.Time) bool {
 // keeps probing for the fleet), but never more than live peers + 1 widest spacings after this
 // gate's own.
 func (a *adaptive) probeSlot(now time.Time) time.Time {
-	w := a.widest()
-	t := a.lastRefused.Add(w)
-	if n := a.livePeers(now); n > 0 && a.f.peerRefusedAt.After(a.lastRefused) {
-		jitter := time.Duration(a.f.id%1024) * (w / 4096)
-		t = later(t, earlier(a.f.peerRefusedAt.Add(w+jitter), a.lastRefused.Add(time.Duration(n+1)*w)))
+	n, id := a.livePeers(now), uint64(0)
+	if n > 0 {
+		id = a.f.id
 	}
-	return t
+	return a.origin.probeSlot(n, id, a.widest())
 }
 
 func later(a, b time.Time) time.Time {
@@ -239,7 +228,7 @@ func (a *adaptive) tryGrant(now time.Time) (grant, bool) {
 		return grant{}, false
 	}
 	if a.f != nil && a.confirms(now) {
-		a.f.confirmedAt = now
+		a.origin.confirmedAt = now
 	}
 	a.inflight++
 	a.last = now
@@ -279,9 +268,7 @@ func wake(w *waiter) {
 func (a *adaptive) expire(now time.Time) {
 	a.livePeers(now)
 	a.inflight -= a.slots.expire(now.Add(-a.cfg.Lease))
-	if a.probeID != 0 && now.Sub(a.probeStart) >= a.cfg.Lease {
-		a.probing, a.probeID = false, 0 // its slot was just reclaimed
-	}
+	a.origin.expire(now, a.cfg.Lease)
 }
 
 // report applies one outcome report at time now.
@@ -295,9 +282,7 @@ func (a *adaptive) report(p Permit, o outcome, now time.Time, retryAfter time.Du
 	if !a.slots.release(p.id) {
 		return // reported before, or its lease ran out: the slot is no longer its own
 	}
-	if p.id == a.probeID {
-		a.probing, a.probeID = false, 0
-	}
+	a.origin.released(p.id)
 	a.inflight--
 	a.expire(now)
 	defer a.wakeHead()
@@ -305,8 +290,8 @@ func (a *adaptive) report(p Permit, o outcome, now time.Time, retryAfter time.Du
 	case outcomeSuccess:
 		a.acceptedTotal++
 		a.accepted.add(now, a.cfg.RateWindow)
-		closed := a.closed
-		a.acceptedByFleet()
+		closed := a.origin.closed
+		a.origin.accepted()
 		if grew := a.succeeded(now); closed || a.spacing > 0 || grew && a.f != nil && a.f.live > 0 {
 			// The peers reopen too; or, paced, they count this start in the fleet's pace; or,
 			// in slow start, their windows grow with it.
@@ -316,26 +301,15 @@ func (a *adaptive) report(p Permit, o outcome, now time.Time, retryAfter time.Du
 		a.rejectedTotal++
 		a.notify()
 		a.forbidden(p.start, now)
-		a.lastRefused, a.ownRefused = now, true
-		a.refusedByFleet(now)
+		a.refusedByFleet(now, true)
 	}
-}
-
-// acceptedByFleet records an accepted upgrade, here or at a peer: the origin is not closed.
-func (a *adaptive) acceptedByFleet() {
-	a.refused, a.ownRefused = 0, false
-	a.closed, a.probing, a.probeID = false, false, 0
 }
 
 // refusedByFleet records a refusal at now, here or at a peer, and closes the gate when the origin
 // refuses everything. One of the refusals must be this gate's own, so peers alone cannot close it.
-func (a *adaptive) refusedByFleet(now time.Time) {
-	if a.refused == 0 {
-		a.firstRefused = now
-	}
-	a.refused++
-	if !a.closed && a.ownRefused && a.refused >= closedRefusals && now.Sub(a.firstRefused) >= closedSpans*a.cfg.RateWindow && !a.justCutOff(now) {
-		a.closed = true
+func (a *adaptive) refusedByFleet(now time.Time, own bool) {
+	if a.origin.refuse(now, own, a.cfg.RateWindow) && !a.justCutOff(now) {
+		a.origin.closed = true
 		a.notify()
 		a.wakeAll() // they are answered at once
 	}
@@ -496,7 +470,7 @@ func (a *adaptive) snapshot(s *Snapshot) {
 	a.livePeers(now)
 	s.Spacing, s.Streak = a.spacing, a.streak
 	s.Window, s.InFlight, s.Queued = a.window, a.inflight, len(a.queue)
-	s.Closed = a.closed
+	s.Closed = a.origin.closed
 	s.Epoch = a.epoch
 	if f := a.f; f != nil {
 		s.Peers = a.livePeers(now)

@@ -46,9 +46,6 @@ type fleet struct {
 	peerRecent  int       // their upgrades accepted in the last RateWindow, summed
 	expiresAt   time.Time // the first time a live peer falls silent
 
-	peerRefusedAt time.Time // the last refusal a peer reported
-	peerClosedAt  time.Time // the last signal of a peer that sees a closed origin
-	confirmedAt   time.Time // the last start that confirmed a peer's closed origin (see confirms)
 	peerStartAt   time.Time // when a peer's last start (announced, or its outcome) was heard of
 	peerStarter   uint64    // ...and that peer's id
 	adoptedAt     time.Time // the last reaction adopted from a peer
@@ -364,7 +361,7 @@ func (a *adaptive) apply(s, prev Signal, now time.Time) {
 	c := &a.cfg
 	f := a.f
 	if s.Accepted > prev.Accepted {
-		a.acceptedByFleet()
+		a.origin.accepted()
 		// The window is the fleet's: the peers' acceptances grow it too (at most doubling it
 		// per signal, whatever the signal claims).
 		a.growWindow(now, int(min(s.Accepted-prev.Accepted, uint64(a.window))))
@@ -372,11 +369,10 @@ func (a *adaptive) apply(s, prev Signal, now time.Time) {
 		a.relax(now, int(min(s.Accepted-prev.Accepted, uint64(c.RelaxRun))))
 	}
 	if s.Rejected > prev.Rejected {
-		f.peerRefusedAt = now
-		a.refusedByFleet(now)
+		a.refusedByFleet(now, false)
 	}
 	if s.Closed {
-		f.peerClosedAt = now
+		a.origin.peerClosedAt = now
 	}
 	if s.Epoch > a.epoch {
 		a.epoch = s.Epoch
@@ -447,7 +443,7 @@ func (a *adaptive) nextSignal(now time.Time) (Signal, bool) {
 		Spacing:    min(a.proposal, maxSignalDuration),
 		RetryAfter: min(max(a.retryHold.Sub(now), 0), maxSignalDuration),
 		Wait:       min(a.estimate(now), maxSignalDuration),
-		Closed:     a.closed,
+		Closed:     a.origin.closed,
 		Started:    started,
 	}, true
 }
@@ -477,7 +473,7 @@ func (a *adaptive) signalDelay(now time.Time) time.Duration {
 // estimate is how long a caller arriving at now would wait here.
 func (a *adaptive) estimate(now time.Time) time.Duration {
 	d := max(a.earliest(now).Sub(now), 0)
-	if !a.closed {
+	if !a.origin.closed {
 		d += time.Duration(len(a.queue)) * a.ownSpacing(now)
 	}
 	return d

@@ -8,7 +8,7 @@ import (
 
 // mayProbe reports whether r may become the closed origin's prober at now.
 func (a *adaptive) mayProbe(r request, now time.Time) bool {
-	return !r.retry && !a.probing && (r.probeBy.IsZero() || !a.earliest(now).After(r.probeBy))
+	return !r.retry && !a.origin.probing && (r.probeBy.IsZero() || !a.earliest(now).After(r.probeBy))
 }
 
 // wait is the Adaptive wait. The fast path (nobody queued, window and spacing open) takes the
@@ -19,12 +19,12 @@ func (a *adaptive) wait(ctx context.Context, now time.Time, r request) (grant, e
 	a.mu.Lock()
 	a.arrive(now)
 	probe := false
-	if a.closed {
+	if a.origin.closed {
 		if !a.mayProbe(r, now) {
 			a.mu.Unlock()
 			return grant{}, ErrClosed
 		}
-		probe, a.probing = true, true
+		probe, a.origin.probing = true, true
 	} else if len(a.queue) == 0 {
 		if gr, ok := a.tryGrant(now); ok {
 			a.mu.Unlock()
@@ -96,7 +96,7 @@ func (a *adaptive) enqueue(r request, probe bool) *waiter {
 // refusal is the error that ends w's wait at now without a start, or nil.
 func (a *adaptive) refusal(w *waiter, r request, now time.Time) error {
 	switch {
-	case a.closed && (!w.probe || !r.probeBy.IsZero() && a.earliest(now).After(r.probeBy)):
+	case a.origin.closed && (!w.probe || !r.probeBy.IsZero() && a.earliest(now).After(r.probeBy)):
 		return ErrClosed
 	case !r.deadline.IsZero() && (!now.Before(r.deadline) || a.hold.After(r.deadline)):
 		return errBudget // no start can come in time (the hold moves back only by peers' refinement)
@@ -111,8 +111,8 @@ func (a *adaptive) grantHead(w *waiter, now time.Time) (grant, bool) {
 		return grant{}, false
 	}
 	a.queue = slices.Delete(a.queue, 0, 1)
-	if w.probe && a.closed {
-		a.probeID, a.probeStart = gr.id, now
+	if w.probe && a.origin.closed {
+		a.origin.probeGranted(gr.id, now)
 	}
 	a.wakeHead()
 	return gr, true
@@ -156,8 +156,8 @@ func awaitWake(ctx context.Context, wake <-chan struct{}, d time.Duration) {
 func (a *adaptive) leave(w *waiter) {
 	head := a.queue[0] == w
 	a.queue = slices.DeleteFunc(a.queue, func(x *waiter) bool { return x == w })
-	if w.probe && a.probeID == 0 {
-		a.probing = false
+	if w.probe {
+		a.origin.left()
 	}
 	if head {
 		a.wakeHead()
