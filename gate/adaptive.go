@@ -69,9 +69,7 @@ type adaptive struct {
 	steps     int           // relaxation steps since the last rejection (each cuts harder)
 	inflight  int           // permits granted and neither reported nor expired
 	last      time.Time     // the last start
-	hold      time.Time     // no start before this (a rejection's push, Retry-After); moves back only when peers' late news refines a reaction
-	retryHold time.Time     // the part of hold that Retry-Afters reported here asked for
-	pushedAt  time.Time     // the last rejection's push
+	holds     holds         // no start before these: a rejection's push, Retry-Afters here and at the peers
 	queue     []*waiter     // callers waiting, in arrival order
 	slots     slotRing      // the permits in flight, for their leases
 	accepted  rateCounter
@@ -119,17 +117,17 @@ func (a *adaptive) ownSpacing(now time.Time) time.Duration {
 
 // earliest is the first time the rate allows the next start.
 func (a *adaptive) earliest(now time.Time) time.Time {
-	t := a.hold
+	t := a.holds.own
 	own := a.ownSpacing(now)
 	if !a.last.IsZero() {
 		t = later(t, a.last.Add(own))
 	}
 	if f := a.f; f != nil {
-		t = later(t, f.peerHold)
+		t = later(t, a.holds.peer)
 		if a.confirms(now) {
 			// A peer sees a closed origin, and this gate has not been refused itself: its next
 			// start confirms it without waiting for its pace (see confirms).
-			return later(a.hold, f.peerHold)
+			return a.holds.until()
 		}
 		if a.spacing > 0 && a.livePeers(now) > 0 {
 			// Peers delay a start by at most a spacing per gate (theirs and this one's), and at
@@ -140,7 +138,7 @@ func (a *adaptive) earliest(now time.Time) time.Time {
 			if a.slotted {
 				// The slot after the fleet's first reaction (see rephase), instead of the own
 				// pace: sooner, or later.
-				t = later(later(a.hold, f.peerHold), earlier(a.slotAt.Add(min(time.Duration(a.slotRank+1)*a.spacing, own)), limit))
+				t = later(a.holds.until(), earlier(a.slotAt.Add(min(time.Duration(a.slotRank+1)*a.spacing, own)), limit))
 			}
 			if !f.peerStartAt.IsZero() {
 				// The fleet's pace: a spacing after the last start heard of anywhere in the fleet,
@@ -276,8 +274,7 @@ func (a *adaptive) report(p Permit, o outcome, now time.Time, retryAfter time.Du
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if o == outcomeForbidden && retryAfter > 0 {
-		t := now.Add(retryAfter)
-		a.hold, a.retryHold = later(a.hold, t), later(a.retryHold, t)
+		a.holds.retryAfter(now.Add(retryAfter))
 	}
 	if !a.slots.release(p.id) {
 		return // reported before, or its lease ran out: the slot is no longer its own
@@ -417,7 +414,7 @@ func (a *adaptive) forbidden(start, now time.Time) {
 		}
 		a.react(now)
 	}
-	a.pushHold(now)
+	a.holds.push(now, a.spacing) // the fleet's spacing: this gate's own, wider one then paces it from its last start
 }
 
 // react is one reaction to a rejection, this gate's or a peer's (its epoch already set):
@@ -453,14 +450,6 @@ func (a *adaptive) rephase(now time.Time) {
 		a.slotAt = now
 		a.slotRank = a.f.busyBetween(0, a.f.id, now, a.cfg.ReportInterval, time.Time{})
 	}
-}
-
-// pushHold pushes the next start to at least now + the fleet's spacing: the origin just refused
-// an upgrade, so nothing should start until it may have a token again. (This gate's own, wider
-// spacing then paces it from its last start.)
-func (a *adaptive) pushHold(now time.Time) {
-	a.hold = later(a.hold, now.Add(a.spacing))
-	a.pushedAt = now
 }
 
 func (a *adaptive) snapshot(s *Snapshot) {

@@ -46,12 +46,10 @@ type fleet struct {
 	peerRecent  int       // their upgrades accepted in the last RateWindow, summed
 	expiresAt   time.Time // the first time a live peer falls silent
 
-	peerStartAt   time.Time // when a peer's last start (announced, or its outcome) was heard of
-	peerStarter   uint64    // ...and that peer's id
-	adoptedAt     time.Time // the last reaction adopted from a peer
-	peerHold      time.Time // no start before this, from a peer's Retry-After
-	peerHoldRun   time.Time // when the current run of peer holds began
-	lostAt        time.Time // when the last live peer fell silent
+	peerStartAt time.Time // when a peer's last start (announced, or its outcome) was heard of
+	peerStarter uint64    // ...and that peer's id
+	adoptedAt   time.Time // the last reaction adopted from a peer
+	lostAt      time.Time // when the last live peer fell silent
 
 	applied, invalid, stale, flooded, unknown int64
 }
@@ -384,7 +382,7 @@ func (a *adaptive) apply(s, prev Signal, now time.Time) {
 		}
 	}
 	if s.RetryAfter > 0 {
-		a.peerHoldUntil(now, now.Add(s.RetryAfter)) // a peer's Retry-After holds this gate too
+		a.holds.peerUntil(now, now.Add(s.RetryAfter), a.widest()) // a peer's Retry-After holds this gate too
 	}
 	if now.Sub(a.widenedAt) < settleIntervals*c.ReportInterval && a.steps == 0 {
 		// Peers report acceptances up to an interval late: a reaction made before they arrived
@@ -395,21 +393,11 @@ func (a *adaptive) apply(s, prev Signal, now time.Time) {
 				// The push that the reaction made with the old value comes down with it; a
 				// Retry-After's hold does not.
 				a.propose(now, s)
-				a.hold = earlier(a.hold, later(a.retryHold, a.pushedAt.Add(a.spacing)))
+				a.holds.refine(a.spacing)
 			}
 		}
 	}
 	a.wakeHead() // the pace may have changed
-}
-
-// peerHoldUntil holds the starts until t on a peer's word: for at most Max in any 2·Max, so
-// that a peer that asks again and again cannot stop this gate.
-func (a *adaptive) peerHoldUntil(now, t time.Time) {
-	f, w := a.f, a.widest()
-	if !now.Before(f.peerHold) && now.Sub(f.peerHoldRun) >= 2*w {
-		f.peerHoldRun = now
-	}
-	f.peerHold = later(f.peerHold, earlier(t, f.peerHoldRun.Add(w)))
 }
 
 // nextSignal makes this gate's signal at now.
@@ -441,7 +429,7 @@ func (a *adaptive) nextSignal(now time.Time) (Signal, bool) {
 		Recent:     min(a.accepted.sum(now, a.cfg.RateWindow), maxSignalRecent),
 		Demand:     min(len(a.queue)+a.inflight, maxSignalDemand),
 		Spacing:    min(a.proposal, maxSignalDuration),
-		RetryAfter: min(max(a.retryHold.Sub(now), 0), maxSignalDuration),
+		RetryAfter: min(max(a.holds.retry.Sub(now), 0), maxSignalDuration),
 		Wait:       min(a.estimate(now), maxSignalDuration),
 		Closed:     a.origin.closed,
 		Started:    started,

@@ -98,7 +98,7 @@ func (a *adaptive) refusal(w *waiter, r request, now time.Time) error {
 	switch {
 	case a.origin.closed && (!w.probe || !r.probeBy.IsZero() && a.earliest(now).After(r.probeBy)):
 		return ErrClosed
-	case !r.deadline.IsZero() && (!now.Before(r.deadline) || a.hold.After(r.deadline)):
+	case !r.deadline.IsZero() && (!now.Before(r.deadline) || a.holds.own.After(r.deadline)):
 		return errBudget // no start can come in time (the hold moves back only by peers' refinement)
 	}
 	return nil
