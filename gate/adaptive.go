@@ -10,13 +10,6 @@ import (
 // second the window, not the spacing, is what limits.
 const minSpacing = time.Millisecond
 
-// slowStartRun is the successes per step of the window in slow start: the window grows by half
-// every round of handshakes, not doubles. Against a small bucket, the upgrades in flight when it
-// runs dry are refused, and in a fleet the news of the first refusal reaches the other gates a
-// moment late: a window that doubled is twice what was just accepted. Half more costs a healthy
-// 30-burst one more round (2+3+4+6+9+...), a few milliseconds on loopback.
-const slowStartRun = 2
-
 // A closed origin: closedRefusals refusals with nothing accepted, the first and the last at least
 // closedSpans RateWindows apart. With nothing accepted the gate spaces its starts at least a
 // RateWindow apart (1 s), and a token-bucket origin refills a token in 1/rate, so an origin that
@@ -63,15 +56,11 @@ type adaptive struct {
 	epoch     uint64        // reactions so far, this gate's and those adopted from peers
 	backedOff time.Duration // the last reaction's spacing before the measured floor
 	measured  int           // the last reaction's count of upgrades accepted in the RateWindow
-	window    int           // upgrades allowed in flight
-	ssthresh  int           // slow start below it; MaxWindow until the first rejection
-	grow      int           // successes towards the next +1 above ssthresh
+	window    window        // upgrades allowed in flight, and the permits in flight
 	steps     int           // relaxation steps since the last rejection (each cuts harder)
-	inflight  int           // permits granted and neither reported nor expired
 	last      time.Time     // the last start
 	holds     holds         // no start before these: a rejection's push, Retry-Afters here and at the peers
 	queue     []*waiter     // callers waiting, in arrival order
-	slots     slotRing      // the permits in flight, for their leases
 	accepted  rateCounter
 
 	acceptedTotal, rejectedTotal uint64 // outcomes reported (first reports only)
@@ -91,7 +80,7 @@ type waiter struct {
 }
 
 func newAdaptive(c Config) *adaptive {
-	return &adaptive{cfg: c, spacing: c.Floor, proposal: c.Floor, window: c.InitialWindow, ssthresh: c.MaxWindow}
+	return &adaptive{cfg: c, spacing: c.Floor, proposal: c.Floor, window: newWindow(c.InitialWindow, c.MaxWindow)}
 }
 
 // widest is the spacing of a closed origin's probes.
@@ -200,18 +189,18 @@ func earlier(a, b time.Time) time.Time {
 // without one (or since it became busy), so peers can delay its starts but never stop them. It is
 // 0 only in that case.
 func (a *adaptive) limit(now time.Time) int {
-	if a.f == nil || a.window <= 1 && a.spacing > 0 || a.livePeers(now) == 0 {
-		return a.window
+	if a.f == nil || a.window.size <= 1 && a.spacing > 0 || a.livePeers(now) == 0 {
+		return a.window.size
 	}
-	self := max(len(a.queue)+a.inflight, 1)
-	if n := a.window * self / (self + a.f.peerDemand1); n >= 1 || a.spacing > 0 {
+	self := max(len(a.queue)+a.window.inflight, 1)
+	if n := a.window.size * self / (self + a.f.peerDemand1); n >= 1 || a.spacing > 0 {
 		return max(n, 1)
 	}
 	var doubt time.Time // peers not heard from since then count as busy
 	if now.Sub(a.busyAt) < a.listen() {
 		doubt = a.busyAt
 	}
-	if now.Sub(later(a.last, a.busyAt)) >= a.cfg.ReportInterval || a.f.busyBetween(0, a.f.id, now, a.cfg.ReportInterval, doubt) < a.window {
+	if now.Sub(later(a.last, a.busyAt)) >= a.cfg.ReportInterval || a.f.busyBetween(0, a.f.id, now, a.cfg.ReportInterval, doubt) < a.window.size {
 		return 1
 	}
 	return 0
@@ -222,13 +211,12 @@ func (a *adaptive) listen() time.Duration { return a.cfg.ReportInterval / 10 }
 
 // tryGrant grants a start at now if the window and the spacing allow it.
 func (a *adaptive) tryGrant(now time.Time) (grant, bool) {
-	if a.inflight >= a.limit(now) || now.Before(a.earliest(now)) {
+	if a.window.inflight >= a.limit(now) || now.Before(a.earliest(now)) {
 		return grant{}, false
 	}
 	if a.f != nil && a.confirms(now) {
 		a.origin.confirmedAt = now
 	}
-	a.inflight++
 	a.last = now
 	a.slotted = false
 	if a.spacing > 0 && a.f != nil && a.f.live > 0 {
@@ -237,7 +225,7 @@ func (a *adaptive) tryGrant(now time.Time) (grant, bool) {
 		a.announce = true
 		a.notify()
 	}
-	return grant{start: now, id: a.slots.push(now)}, true
+	return grant{start: now, id: a.window.take(now)}, true
 }
 
 // wakeHead tells the first waiter to look again.
@@ -265,7 +253,7 @@ func wake(w *waiter) {
 // fell silent (so that the spacing is the fleet's of now).
 func (a *adaptive) expire(now time.Time) {
 	a.livePeers(now)
-	a.inflight -= a.slots.expire(now.Add(-a.cfg.Lease))
+	a.window.expire(now.Add(-a.cfg.Lease))
 	a.origin.expire(now, a.cfg.Lease)
 }
 
@@ -276,11 +264,10 @@ func (a *adaptive) report(p Permit, o outcome, now time.Time, retryAfter time.Du
 	if o == outcomeForbidden && retryAfter > 0 {
 		a.holds.retryAfter(now.Add(retryAfter))
 	}
-	if !a.slots.release(p.id) {
+	if !a.window.release(p.id) {
 		return // reported before, or its lease ran out: the slot is no longer its own
 	}
 	a.origin.released(p.id)
-	a.inflight--
 	a.expire(now)
 	defer a.wakeHead()
 	switch o {
@@ -383,25 +370,10 @@ func (a *adaptive) settle(now time.Time) {
 // what limits: callers are queued or this gate's part of it is at least half full. It reports
 // whether the window grew.
 func (a *adaptive) growWindow(now time.Time, n int) bool {
-	if len(a.queue) == 0 && a.inflight+1 < (a.limit(now)+1)/2 {
+	if len(a.queue) == 0 && a.window.inflight+1 < (a.limit(now)+1)/2 {
 		return false
 	}
-	was := a.window
-	for range n {
-		if a.window < a.ssthresh {
-			// Slow start: one more per slowStartRun successes, so the window grows by half
-			// every round of handshakes.
-			if a.grow++; a.grow >= slowStartRun {
-				a.grow = 0
-				a.window++
-			}
-		} else if a.grow++; a.grow >= a.window {
-			a.grow = 0
-			a.window++
-		}
-	}
-	a.window = min(a.window, a.cfg.MaxWindow)
-	return a.window > was
+	return a.window.grow(n, a.cfg.MaxWindow)
 }
 
 // forbidden reacts to a rejection of an attempt that started at start.
@@ -424,9 +396,7 @@ func (a *adaptive) react(now time.Time) {
 	c := &a.cfg
 	a.widenedAt = now
 	a.streak, a.steps = 0, 0
-	a.window = max(a.window/2, 1)
-	a.ssthresh = a.window
-	a.grow = 0
+	a.window.halve()
 	paced := a.spacing > c.Floor
 	a.backedOff = time.Duration(float64(a.spacing) * c.Backoff)
 	a.measured = a.fleetRecent(now)
@@ -458,7 +428,7 @@ func (a *adaptive) snapshot(s *Snapshot) {
 	now := time.Now()
 	a.livePeers(now)
 	s.Spacing, s.Streak = a.spacing, a.streak
-	s.Window, s.InFlight, s.Queued = a.window, a.inflight, len(a.queue)
+	s.Window, s.InFlight, s.Queued = a.window.size, a.window.inflight, len(a.queue)
 	s.Closed = a.origin.closed
 	s.Epoch = a.epoch
 	if f := a.f; f != nil {

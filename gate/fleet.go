@@ -200,7 +200,7 @@ func (a *adaptive) share(now time.Time) float64 {
 	if a.livePeers(now) == 0 {
 		return 1
 	}
-	self := max(len(a.queue)+a.inflight, 1)
+	self := max(len(a.queue)+a.window.inflight, 1)
 	return float64(self) / float64(self+a.f.peerDemand)
 }
 
@@ -362,7 +362,7 @@ func (a *adaptive) apply(s, prev Signal, now time.Time) {
 		a.origin.accepted()
 		// The window is the fleet's: the peers' acceptances grow it too (at most doubling it
 		// per signal, whatever the signal claims).
-		a.growWindow(now, int(min(s.Accepted-prev.Accepted, uint64(a.window))))
+		a.growWindow(now, int(min(s.Accepted-prev.Accepted, uint64(a.window.size))))
 		// ...and count towards relaxing the spacing: every gate counts the fleet's successes.
 		a.relax(now, int(min(s.Accepted-prev.Accepted, uint64(c.RelaxRun))))
 	}
@@ -417,7 +417,7 @@ func (a *adaptive) nextSignal(now time.Time) (Signal, bool) {
 	}
 	a.expire(now)
 	f.seq++
-	f.sentDemand = len(a.queue) + a.inflight
+	f.sentDemand = len(a.queue) + a.window.inflight
 	started := a.announce
 	a.announce = false
 	return Signal{
@@ -427,7 +427,7 @@ func (a *adaptive) nextSignal(now time.Time) (Signal, bool) {
 		Accepted:   a.acceptedTotal,
 		Rejected:   a.rejectedTotal,
 		Recent:     min(a.accepted.sum(now, a.cfg.RateWindow), maxSignalRecent),
-		Demand:     min(len(a.queue)+a.inflight, maxSignalDemand),
+		Demand:     min(len(a.queue)+a.window.inflight, maxSignalDemand),
 		Spacing:    min(a.proposal, maxSignalDuration),
 		RetryAfter: min(max(a.holds.retry.Sub(now), 0), maxSignalDuration),
 		Wait:       min(a.estimate(now), maxSignalDuration),

@@ -71,11 +71,11 @@ func (a *adaptive) arrive(now time.Time) {
 	if f := a.f; f != nil && f.live > 0 {
 		// A burst here (twice the demand the peers last heard of, and more than one caller)
 		// changes their shares: they should hear of it before they start their next upgrades.
-		if d := len(a.queue) + a.inflight + 1; d >= 2 && d >= 2*f.sentDemand {
+		if d := len(a.queue) + a.window.inflight + 1; d >= 2 && d >= 2*f.sentDemand {
 			a.notify()
 		}
 	}
-	if len(a.queue)+a.inflight == 0 {
+	if len(a.queue)+a.window.inflight == 0 {
 		a.busyAt = now
 	}
 }
@@ -129,8 +129,8 @@ func (a *adaptive) headDelay(now time.Time) time.Duration {
 			until = earlier(until, e)
 		}
 		d = max(d, until.Sub(now)) // or a peer's news
-	} else if a.inflight >= l {
-		if oldest, ok := a.slots.oldest(); ok {
+	} else if a.window.inflight >= l {
+		if oldest, ok := a.window.slots.oldest(); ok {
 			d = max(d, oldest.Add(a.cfg.Lease).Sub(now))
 		}
 	}
