@@ -6,10 +6,6 @@ import (
 	"time"
 )
 
-// minSpacing is the spacing below which relaxing goes to Floor: at more than 1000 starts per
-// second the window, not the spacing, is what limits.
-const minSpacing = time.Millisecond
-
 // A closed origin: closedRefusals refusals with nothing accepted, the first and the last at least
 // closedSpans RateWindows apart. With nothing accepted the gate spaces its starts at least a
 // RateWindow apart (1 s), and a token-bucket origin refills a token in 1/rate, so an origin that
@@ -34,34 +30,24 @@ var errBudget = errors.New("gate: forbidden budget spent")
 
 // adaptive is the Adaptive controller: a window of upgrades in flight, grown by slow start and
 // halved on a rejection, and a spacing between starts that converges on the rate the origin
-// accepts. The package documentation gives the rules and why the defaults are what they are.
+// accepts. The package documentation gives the rules and docs/gate-design.md the reasons.
 //
-// spacing is the fleet's spacing: the gap between starts that the whole fleet of gates sharing
-// the limit may make. This gate's own gap is spacing divided by its share of the fleet's demand;
-// without peers the share is 1 and the two are the same. Each gate of a fleet has its own value
-// for it, proposal, which its reactions and relaxations set; spacing is the median of the
-// proposals of the gates in the same epoch (without peers, proposal itself).
+// Its sub-states are types of their own, with no locks: mu guards them all, since one outcome
+// moves several at once (a rejection halves the window, backs the pace off, pushes the holds and
+// counts towards a closed origin). pace is embedded: a.spacing is the fleet's spacing.
 type adaptive struct {
-	mu        sync.Mutex
-	spacing   time.Duration // the fleet's gap between consecutive starts
-	proposal  time.Duration // this gate's own value for it
-	streak    int           // paced successes (here and at the peers) towards the next relaxation step
-	relaxedAt time.Time     // the last relaxation step
-	slotted   bool          // the next start takes its slot after the fleet's first reaction (see rephase)
-	slotRank  int           // ...the slotRank+1-th spacing after it
-	slotAt    time.Time     // ...made at slotAt
-	announce  bool          // a start to tell the peers of in the next signal (the fleet is paced)
-	busyAt    time.Time     // when the last caller came to an idle gate (nothing queued or in flight)
-	widenedAt time.Time     // the last reaction: rejections of attempts started before it are not news
-	epoch     uint64        // reactions so far, this gate's and those adopted from peers
-	backedOff time.Duration // the last reaction's spacing before the measured floor
-	measured  int           // the last reaction's count of upgrades accepted in the RateWindow
-	window    window        // upgrades allowed in flight, and the permits in flight
-	steps     int           // relaxation steps since the last rejection (each cuts harder)
-	last      time.Time     // the last start
-	holds     holds         // no start before these: a rejection's push, Retry-Afters here and at the peers
-	queue     []*waiter     // callers waiting, in arrival order
-	accepted  rateCounter
+	mu sync.Mutex
+	pace
+	slotted  bool      // the next start takes its slot after the fleet's first reaction (see rephase)
+	slotRank int       // ...the slotRank+1-th spacing after it
+	slotAt   time.Time // ...made at slotAt
+	announce bool      // a start to tell the peers of in the next signal (the fleet is paced)
+	busyAt   time.Time // when the last caller came to an idle gate (nothing queued or in flight)
+	window   window    // upgrades allowed in flight, and the permits in flight
+	last     time.Time // the last start
+	holds    holds     // no start before these: a rejection's push, Retry-Afters here and at the peers
+	queue    []*waiter // callers waiting, in arrival order
+	accepted rateCounter
 
 	acceptedTotal, rejectedTotal uint64 // outcomes reported (first reports only)
 
@@ -80,16 +66,11 @@ type waiter struct {
 }
 
 func newAdaptive(c Config) *adaptive {
-	return &adaptive{cfg: c, spacing: c.Floor, proposal: c.Floor, window: newWindow(c.InitialWindow, c.MaxWindow)}
+	return &adaptive{cfg: c, pace: newPace(c.Floor), window: newWindow(c.InitialWindow, c.MaxWindow)}
 }
 
 // widest is the spacing of a closed origin's probes.
-func (a *adaptive) widest() time.Duration { return max(a.cfg.Max, a.cfg.Floor) }
-
-// clampSpacing keeps a fleet spacing within [Floor, max(Max, Floor)].
-func (a *adaptive) clampSpacing(s time.Duration) time.Duration {
-	return max(min(s, a.cfg.Max), a.cfg.Floor)
-}
+func (a *adaptive) widest() time.Duration { return a.cfg.widest() }
 
 // ownSpacing is this gate's gap between starts: the fleet's spacing over its share, at most the
 // widest spacing (so that no peer's claim can slow it further).
@@ -321,27 +302,12 @@ func (a *adaptive) succeeded(now time.Time) bool {
 // fleet's spacing: proposals that drifted apart meet again. With peers, a step comes no sooner
 // than RelaxRun starts at half the spacing would allow, whatever successes a peer claims.
 func (a *adaptive) relax(now time.Time, n int) {
-	c := &a.cfg
-	if a.spacing <= c.Floor || !a.queued(now) {
+	if a.spacing <= a.cfg.Floor || !a.queued(now) {
 		return
 	}
-	a.streak += n
-	if a.streak < c.RelaxRun {
-		return
+	if s, ok := a.pace.relaxStep(now, n, a.f != nil, &a.cfg); ok {
+		a.propose(now, s)
 	}
-	if a.f != nil && now.Sub(a.relaxedAt) < time.Duration(c.RelaxRun)*a.spacing/2 {
-		a.streak = c.RelaxRun // the step waits for the next success
-		return
-	}
-	a.streak = 0
-	a.steps++
-	a.relaxedAt = now
-	cut := (1 - c.Relax) * float64(a.steps)
-	s := time.Duration(float64(a.spacing) * max(1-cut, 0.5))
-	if s < minSpacing {
-		s = 0
-	}
-	a.propose(now, max(s, c.Floor))
 }
 
 // queued reports whether callers wait behind the pace: here, or at a live peer (its demand, as
@@ -378,12 +344,7 @@ func (a *adaptive) growWindow(now time.Time, n int) bool {
 
 // forbidden reacts to a rejection of an attempt that started at start.
 func (a *adaptive) forbidden(start, now time.Time) {
-	a.streak = 0
-	a.steps = 0
-	if start.After(a.widenedAt) {
-		if a.epoch+1 < maxSignalEpoch {
-			a.epoch++
-		}
+	if a.pace.rejected(start) {
 		a.react(now)
 	}
 	a.holds.push(now, a.spacing) // the fleet's spacing: this gate's own, wider one then paces it from its last start
@@ -393,14 +354,9 @@ func (a *adaptive) forbidden(start, now time.Time) {
 // the window halves, and the spacing backs off from the fleet's, never below the rate the fleet
 // was just measured to accept.
 func (a *adaptive) react(now time.Time) {
-	c := &a.cfg
-	a.widenedAt = now
-	a.streak, a.steps = 0, 0
 	a.window.halve()
-	paced := a.spacing > c.Floor
-	a.backedOff = time.Duration(float64(a.spacing) * c.Backoff)
-	a.measured = a.fleetRecent(now)
-	a.propose(now, a.clampSpacing(max(a.backedOff, c.RateWindow/time.Duration(max(a.measured, 1)))))
+	paced := a.spacing > a.cfg.Floor
+	a.propose(now, a.pace.backoff(now, a.fleetRecent(now), &a.cfg))
 	if !paced {
 		a.rephase(now)
 	}

@@ -384,17 +384,14 @@ func (a *adaptive) apply(s, prev Signal, now time.Time) {
 	if s.RetryAfter > 0 {
 		a.holds.peerUntil(now, now.Add(s.RetryAfter), a.widest()) // a peer's Retry-After holds this gate too
 	}
-	if now.Sub(a.widenedAt) < settleIntervals*c.ReportInterval && a.steps == 0 {
+	if a.pace.refining(now, settleIntervals*c.ReportInterval) {
 		// Peers report acceptances up to an interval late: a reaction made before they arrived
 		// measured too few, so it may come down to what the fleet accepted.
-		if m := a.fleetRecent(now); m > a.measured {
-			a.measured = m
-			if s := a.clampSpacing(max(a.backedOff, c.RateWindow/time.Duration(m))); s < a.proposal {
-				// The push that the reaction made with the old value comes down with it; a
-				// Retry-After's hold does not.
-				a.propose(now, s)
-				a.holds.refine(a.spacing)
-			}
+		if s, ok := a.pace.refined(a.fleetRecent(now), c); ok {
+			// The push that the reaction made with the old value comes down with it; a
+			// Retry-After's hold does not.
+			a.propose(now, s)
+			a.holds.refine(a.spacing)
 		}
 	}
 	a.wakeHead() // the pace may have changed
