@@ -24,52 +24,47 @@ const (
 	filterHashes    = 3
 )
 
-// fleet is the peer table and the fleet's picture derived from it.
+// fleet is the peer table, the fleet's picture derived from it, and this gate's signals.
 type fleet struct {
 	id         uint64
 	seq        uint64
-	key        uint64        // keys the admission filter's hash, so ids cannot be crafted to collide
 	pending    chan struct{} // buffered(1): news for the transport that should not wait for a tick
 	sent       int           // signals made in the interval that began at sentAt
 	sentAt     time.Time
 	joinedAt   time.Time // the first signal made
 	sentDemand int       // the demand in the last signal
 
-	peers  [maxPeers]peer
-	filter [2][filterBits / 64]uint64 // ids heard in the current and the previous generation
-	genAt  time.Time                  // start of the current generation (2 report intervals)
-
-	// The picture, recomputed whenever a signal is applied or a live peer falls silent.
-	live        int       // trusted peers heard within peerLive intervals
-	peerDemand  int       // their demand, summed
-	peerDemand1 int       // their demand, each counted as at least 1, summed
-	peerRecent  int       // their upgrades accepted in the last RateWindow, summed
-	expiresAt   time.Time // the first time a live peer falls silent
+	peerTable
+	picture
 
 	peerStartAt time.Time // when a peer's last start (announced, or its outcome) was heard of
 	peerStarter uint64    // ...and that peer's id
 	adoptedAt   time.Time // the last reaction adopted from a peer
 	lostAt      time.Time // when the last live peer fell silent
 
-	applied, invalid, stale, flooded, unknown int64
+	signalCounts
 }
 
-// peer is one entry of the table.
-type peer struct {
-	id      uint64
-	seq     uint64
-	first   time.Time // the first signal of the current run of consistent ones
-	heard   time.Time // the last one applied (received: this gate's clock)
-	run     int
-	trusted bool
-	quota   int // signals applied in the interval that began at quotaAt
-	quotaAt time.Time
-	sig     Signal    // the last one applied
-	started time.Time // the last signal that announced a start
+// signalCounts counts the peers' signals by what became of them (see [Snapshot]).
+type signalCounts struct{ applied, invalid, stale, flooded, unknown int64 }
+
+func (c *signalCounts) count(v verdict) {
+	switch v {
+	case verdictApplied:
+		c.applied++
+	case verdictInvalid:
+		c.invalid++
+	case verdictStale:
+		c.stale++
+	case verdictFlooded:
+		c.flooded++
+	case verdictUnknown:
+		c.unknown++
+	}
 }
 
 func newFleet() *fleet {
-	return &fleet{id: nonZero(rand.Uint64()), key: rand.Uint64(), pending: make(chan struct{}, 1)}
+	return &fleet{id: nonZero(rand.Uint64()), peerTable: peerTable{key: rand.Uint64()}, pending: make(chan struct{}, 1)}
 }
 
 func nonZero(x uint64) uint64 {
@@ -114,64 +109,11 @@ func (a *adaptive) livePeers(now time.Time) int {
 func (a *adaptive) refresh(now time.Time) {
 	f := a.f
 	wasLive := f.live > 0
-	f.live, f.peerDemand, f.peerDemand1, f.peerRecent, f.expiresAt = 0, 0, 0, 0, time.Time{}
-	silent := peerLive * a.cfg.ReportInterval
-	for i := range f.peers {
-		p := &f.peers[i]
-		if p.id == 0 || !p.trusted || now.Sub(p.heard) >= silent {
-			continue
-		}
-		f.live++
-		f.peerDemand += p.sig.Demand
-		f.peerDemand1 += max(p.sig.Demand, 1)
-		f.peerRecent += p.sig.Recent
-		if e := p.heard.Add(silent); f.expiresAt.IsZero() || e.Before(f.expiresAt) {
-			f.expiresAt = e
-		}
-	}
+	f.picture = f.peerTable.picture(now, peerLive*a.cfg.ReportInterval)
 	if wasLive && f.live == 0 {
 		f.lostAt = now
 	}
 	a.settle(now)
-}
-
-// median returns the median of own and the spacings that the live peers in epoch propose, each
-// kept within [lo, hi] (the mean of the middle two of an even number).
-func (f *fleet) median(own time.Duration, epoch uint64, now time.Time, silent, lo, hi time.Duration) time.Duration {
-	var v [maxPeers + 1]time.Duration
-	v[0] = own
-	n := 1
-	for i := range f.peers {
-		p := &f.peers[i]
-		if p.id == 0 || !p.trusted || now.Sub(p.heard) >= silent || p.sig.Epoch != epoch {
-			continue
-		}
-		x := max(min(p.sig.Spacing, hi), lo)
-		j := n
-		for ; j > 0 && v[j-1] > x; j-- {
-			v[j] = v[j-1]
-		}
-		v[j] = x
-		n++
-	}
-	if n%2 == 1 {
-		return v[n/2]
-	}
-	return v[n/2-1] + (v[n/2]-v[n/2-1])/2
-}
-
-// busyBetween is how many live peers with demand come after from and before to in id order,
-// wrapping (from 0: every id below to, a gate's rank among the busy gates); those not heard from
-// since doubt count as having demand.
-func (f *fleet) busyBetween(from, to uint64, now time.Time, interval time.Duration, doubt time.Time) int {
-	n := 0
-	for i := range f.peers {
-		p := &f.peers[i]
-		if p.trusted && between(from, p.id, to) && (p.sig.Demand > 0 || p.heard.Before(doubt)) && now.Sub(p.heard) < peerLive*interval {
-			n++
-		}
-	}
-	return n
 }
 
 // stagger is this gate's turn after the last start heard of in the fleet: ReportInterval /
@@ -184,14 +126,6 @@ func (a *adaptive) stagger(now time.Time) time.Duration {
 	f := a.f
 	n := f.busyBetween(f.peerStarter, f.id, now, a.cfg.ReportInterval, time.Time{})
 	return time.Duration(n) * (a.cfg.ReportInterval / staggerSteps)
-}
-
-// between reports whether x comes after from and before to, in ascending order wrapping around.
-func between(from, x, to uint64) bool {
-	if from < to {
-		return from < x && x < to
-	}
-	return x > from || x < to
 }
 
 // share is this gate's part of the fleet's rate: its demand over the fleet's (1 without peers).
@@ -213,71 +147,6 @@ func (a *adaptive) fleetRecent(now time.Time) int {
 	return n
 }
 
-// seen reports whether id was heard in this or the previous generation of the filter, and
-// records it in this one.
-func (f *fleet) seen(id uint64, now time.Time, gen time.Duration) bool {
-	if now.Sub(f.genAt) >= gen {
-		f.filter[1] = f.filter[0]
-		if now.Sub(f.genAt) >= 2*gen {
-			f.filter[1] = [filterBits / 64]uint64{}
-		}
-		f.filter[0] = [filterBits / 64]uint64{}
-		f.genAt = now
-	}
-	h := mix(id ^ f.key)
-	was := true
-	for i := range filterHashes {
-		b := (h >> (16 * i)) & (filterBits - 1)
-		w, m := b/64, uint64(1)<<(b%64)
-		if (f.filter[0][w]|f.filter[1][w])&m == 0 {
-			was = false
-		}
-		f.filter[0][w] |= m
-	}
-	return was
-}
-
-// mix is splitmix64's finaliser.
-func mix(x uint64) uint64 {
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	return x ^ x>>31
-}
-
-// lookup returns id's entry, admitting it if there is room: an empty slot, then the entry silent
-// longest (if silent for peerLive intervals), then the untrusted entry heard longest ago.
-func (f *fleet) lookup(id uint64, now time.Time, silent time.Duration) (*peer, bool) {
-	var free, quiet, newcomer *peer
-	for i := range f.peers {
-		p := &f.peers[i]
-		switch {
-		case p.id == id:
-			return p, true
-		case p.id == 0:
-			if free == nil {
-				free = p
-			}
-		case now.Sub(p.heard) >= silent:
-			if quiet == nil || p.heard.Before(quiet.heard) {
-				quiet = p
-			}
-		case !p.trusted:
-			if newcomer == nil || p.heard.Before(newcomer.heard) {
-				newcomer = p
-			}
-		}
-	}
-	for _, p := range [...]*peer{free, quiet, newcomer} {
-		if p != nil {
-			*p = peer{id: id}
-			return p, false
-		}
-	}
-	return nil, false
-}
-
 // observe applies a peer's signal at now.
 func (a *adaptive) observe(s Signal, now time.Time) {
 	a.mu.Lock()
@@ -290,60 +159,13 @@ func (a *adaptive) observe(s Signal, now time.Time) {
 	if s.Gate == f.id {
 		return // our own, echoed by the transport
 	}
-	c := &a.cfg
-	silent := peerLive * c.ReportInterval
-	p, known := (*peer)(nil), false
-	for i := range f.peers {
-		if f.peers[i].id == s.Gate {
-			p, known = &f.peers[i], true
-			break
-		}
-	}
-	if !known {
-		// A new id takes a slot only once the filter has heard it before (within two
-		// generations): of a flood of random ids, each heard once, few get a slot, and those
-		// only as newcomers that never count and that a live peer's slot is never given to.
-		if !f.seen(s.Gate, now, 2*c.ReportInterval) {
-			f.unknown++
-			return
-		}
-		if p, known = f.lookup(s.Gate, now, silent); p == nil {
-			f.flooded++
-			return
-		}
-	}
-	if known && s.Seq <= p.seq {
-		f.stale++
+	p, prev, v := f.admit(s, now, a.cfg.ReportInterval)
+	f.count(v)
+	if v != verdictApplied {
 		return
 	}
-	if now.Sub(p.quotaAt) >= c.ReportInterval {
-		p.quota, p.quotaAt = 0, now
-	}
-	if p.quota >= peerBurst {
-		f.flooded++
-		return
-	}
-	p.quota++
-	prev, had := p.sig, p.seq != 0
-	if had && (s.Accepted < prev.Accepted || s.Rejected < prev.Rejected) {
-		f.invalid++ // totals never go back
-		return
-	}
-	if !p.trusted {
-		if !had || now.Sub(p.heard) >= silent {
-			p.run, p.first = 0, now
-		}
-		p.run++
-		p.trusted = p.run >= peerTrust && now.Sub(p.first) >= c.ReportInterval/peerTrustSpan
-	}
-	p.seq, p.heard, p.sig = s.Seq, now, s
-	if !p.trusted || !had {
-		f.unknown++
-		return
-	}
-	f.applied++
 	a.refresh(now)
-	if s.Started || (s.Accepted > prev.Accepted || s.Rejected > prev.Rejected) && now.Sub(p.started) >= c.ReportInterval {
+	if s.Started || (s.Accepted > prev.Accepted || s.Rejected > prev.Rejected) && now.Sub(p.started) >= a.cfg.ReportInterval {
 		// A start, announced; or (from a peer that does not announce them) its outcome.
 		f.peerStartAt, f.peerStarter = now, s.Gate
 	}
@@ -445,12 +267,8 @@ func (a *adaptive) signalDelay(now time.Time) time.Duration {
 	if f.joinedAt.IsZero() || now.Sub(f.joinedAt) < joinIntervals*c.ReportInterval {
 		return fast
 	}
-	for i := range f.peers {
-		// A newcomer: an id with a run of consistent signals (2: a flood of random ids never
-		// has one) that is not trusted yet.
-		if p := &f.peers[i]; p.id != 0 && !p.trusted && p.run >= 2 && now.Sub(p.heard) < peerLive*c.ReportInterval {
-			return fast
-		}
+	if f.newcomer(now, peerLive*c.ReportInterval) {
+		return fast
 	}
 	return c.ReportInterval
 }
@@ -466,26 +284,11 @@ func (a *adaptive) estimate(now time.Time) time.Duration {
 
 // fleetBest is the shortest wait a live peer reported, less the time since it did (here without
 // live peers).
-func (a *adaptive) fleetBest(now time.Time, d time.Duration) time.Duration {
+func (a *adaptive) fleetBest(now time.Time, here time.Duration) time.Duration {
 	if a.livePeers(now) == 0 {
-		return d
+		return here
 	}
-	best := time.Duration(-1)
-	silent := peerLive * a.cfg.ReportInterval
-	for i := range a.f.peers {
-		p := &a.f.peers[i]
-		if p.id == 0 || !p.trusted || now.Sub(p.heard) >= silent {
-			continue
-		}
-		w := max(p.sig.Wait-max(now.Sub(p.heard), 0), 0)
-		if p.sig.Closed {
-			w = max(w, d) // a closed peer is no better than here
-		}
-		if best < 0 || w < best {
-			best = w
-		}
-	}
-	return best
+	return a.f.bestWait(now, peerLive*a.cfg.ReportInterval, here)
 }
 
 // Observe applies a peer's signal, received now, to this gate (Adaptive mode; the other modes
