@@ -38,9 +38,7 @@ var errBudget = errors.New("gate: forbidden budget spent")
 type adaptive struct {
 	mu sync.Mutex
 	pace
-	slotted  bool      // the next start takes its slot after the fleet's first reaction (see rephase)
-	slotRank int       // ...the slotRank+1-th spacing after it
-	slotAt   time.Time // ...made at slotAt
+	slot     phaseSlot // the next start's slot after the fleet's first reaction (see rephase)
 	announce bool      // a start to tell the peers of in the next signal (the fleet is paced)
 	busyAt   time.Time // when the last caller came to an idle gate (nothing queued or in flight)
 	window   window    // upgrades allowed in flight, and the permits in flight
@@ -105,10 +103,10 @@ func (a *adaptive) earliest(now time.Time) time.Time {
 			// a busy fleet wait for their turns (gates held alike and released alike by a
 			// tighter bound would start together), bounded so that no peer can stop this gate.
 			limit := later(a.last, a.busyAt).Add(own + min(time.Duration(a.livePeers(now)+1)*a.spacing, a.widest()))
-			if a.slotted {
+			if a.slot.on {
 				// The slot after the fleet's first reaction (see rephase), instead of the own
 				// pace: sooner, or later.
-				t = later(a.holds.until(), earlier(a.slotAt.Add(min(time.Duration(a.slotRank+1)*a.spacing, own)), limit))
+				t = later(a.holds.until(), earlier(a.slot.due(a.spacing, own), limit))
 			}
 			if !f.peerStartAt.IsZero() {
 				// The fleet's pace: a spacing after the last start heard of anywhere in the fleet,
@@ -199,7 +197,7 @@ func (a *adaptive) tryGrant(now time.Time) (grant, bool) {
 		a.origin.confirmedAt = now
 	}
 	a.last = now
-	a.slotted = false
+	a.slot.on = false
 	if a.spacing > 0 && a.f != nil && a.f.live > 0 {
 		// Paced, the peers count this start in the fleet's pace: they should hear of it now,
 		// not when its handshake ends.
@@ -371,10 +369,10 @@ func (a *adaptive) react(now time.Time) {
 // spacing apart, the first when the origin may have a token again. A gate due later starts at its
 // slot; one due sooner waits for it, but at most a spacing beyond its own pace.
 func (a *adaptive) rephase(now time.Time) {
-	a.slotted = a.spacing > 0 && a.livePeers(now) > 0
-	if a.slotted {
-		a.slotAt = now
-		a.slotRank = a.f.busyBetween(0, a.f.id, now, a.cfg.ReportInterval, time.Time{})
+	a.slot.on = a.spacing > 0 && a.livePeers(now) > 0
+	if a.slot.on {
+		a.slot.at = now
+		a.slot.rank = a.f.busyBetween(0, a.f.id, now, a.cfg.ReportInterval, time.Time{})
 	}
 }
 

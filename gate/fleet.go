@@ -26,13 +26,9 @@ const (
 
 // fleet is the peer table, the fleet's picture derived from it, and this gate's signals.
 type fleet struct {
-	id         uint64
-	seq        uint64
-	pending    chan struct{} // buffered(1): news for the transport that should not wait for a tick
-	sent       int           // signals made in the interval that began at sentAt
-	sentAt     time.Time
-	joinedAt   time.Time // the first signal made
-	sentDemand int       // the demand in the last signal
+	id      uint64
+	pending chan struct{} // buffered(1): news for the transport that should not wait for a tick
+	sender
 
 	peerTable
 	picture
@@ -224,24 +220,17 @@ func (a *adaptive) nextSignal(now time.Time) (Signal, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	f := a.fleet()
-	if now.Sub(f.sentAt) >= a.cfg.ReportInterval {
-		f.sent, f.sentAt = 0, now
-	}
-	if f.sent >= maxSent {
+	seq, ok := f.next(now, a.cfg.ReportInterval)
+	if !ok {
 		return Signal{}, false
 	}
-	f.sent++
-	if f.joinedAt.IsZero() {
-		f.joinedAt = now
-	}
 	a.expire(now)
-	f.seq++
 	f.sentDemand = len(a.queue) + a.window.inflight
 	started := a.announce
 	a.announce = false
 	return Signal{
 		Gate:       f.id,
-		Seq:        f.seq,
+		Seq:        seq,
 		Epoch:      a.epoch,
 		Accepted:   a.acceptedTotal,
 		Rejected:   a.rejectedTotal,
@@ -263,12 +252,8 @@ func (a *adaptive) signalDelay(now time.Time) time.Duration {
 	defer a.mu.Unlock()
 	c := &a.cfg
 	f := a.fleet()
-	fast := c.ReportInterval / joinCadence
-	if f.joinedAt.IsZero() || now.Sub(f.joinedAt) < joinIntervals*c.ReportInterval {
-		return fast
-	}
-	if f.newcomer(now, peerLive*c.ReportInterval) {
-		return fast
+	if f.joining(now, c.ReportInterval) || f.newcomer(now, peerLive*c.ReportInterval) {
+		return c.ReportInterval / joinCadence
 	}
 	return c.ReportInterval
 }

@@ -98,6 +98,19 @@ func (p *pace) relaxStep(now time.Time, n int, shared bool, c *Config) (time.Dur
 	return max(s, c.Floor), true
 }
 
+// phaseSlot is the slot of a gate's first start after its fleet became paced (see
+// adaptive.rephase): the rank+1-th fleet spacing after the reaction made at at.
+type phaseSlot struct {
+	on   bool // the next start takes it
+	rank int  // this gate's place among the busy gates, by id
+	at   time.Time
+}
+
+// due is the slot's time, at most this gate's own spacing after the reaction.
+func (s phaseSlot) due(spacing, own time.Duration) time.Time {
+	return s.at.Add(min(time.Duration(s.rank+1)*spacing, own))
+}
+
 // widest is the widest spacing: a closed origin's probes, and the bound on what peers can ask.
 func (c *Config) widest() time.Duration { return max(c.Max, c.Floor) }
 

@@ -123,3 +123,28 @@ func TestPaceRefiningWindow(t *testing.T) {
 		})
 	}
 }
+
+// TestPhaseSlot checks the slots a freshly paced fleet spreads its next starts over: rank+1
+// spacings after the reaction, never beyond the gate's own spacing.
+func TestPhaseSlot(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	ms := time.Millisecond
+	tests := []struct {
+		name         string
+		rank         int
+		spacing, own time.Duration
+		want         time.Duration
+	}{
+		{"the first gate one spacing after", 0, 200 * ms, 800 * ms, 200 * ms},
+		{"the third three spacings after", 2, 200 * ms, 800 * ms, 600 * ms},
+		{"at most its own spacing", 5, 200 * ms, 800 * ms, 800 * ms},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := phaseSlot{on: true, rank: tt.rank, at: t0}
+			if got := s.due(tt.spacing, tt.own).Sub(t0); got != tt.want {
+				t.Errorf("due %v after the reaction, want %v", got, tt.want)
+			}
+		})
+	}
+}
