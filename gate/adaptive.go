@@ -44,7 +44,7 @@ type adaptive struct {
 	window   window    // upgrades allowed in flight, and the permits in flight
 	last     time.Time // the last start
 	holds    holds     // no start before these: a rejection's push, Retry-Afters here and at the peers
-	queue    []*waiter // callers waiting, in arrival order
+	queue    line      // callers waiting, in arrival order
 	accepted rateCounter
 
 	acceptedTotal, rejectedTotal uint64 // outcomes reported (first reports only)
@@ -56,19 +56,9 @@ type adaptive struct {
 	cfg Config // immutable
 }
 
-// waiter is one caller queued in wait.
-type waiter struct {
-	arrival time.Time
-	wake    chan struct{} // buffered(1): "something changed, look again"
-	probe   bool          // the closed origin's prober
-}
-
 func newAdaptive(c Config) *adaptive {
 	return &adaptive{cfg: c, pace: newPace(c.Floor), window: newWindow(c.InitialWindow, c.MaxWindow)}
 }
-
-// widest is the spacing of a closed origin's probes.
-func (a *adaptive) widest() time.Duration { return a.cfg.widest() }
 
 // ownSpacing is this gate's gap between starts: the fleet's spacing over its share, at most the
 // widest spacing (so that no peer's claim can slow it further).
@@ -80,7 +70,7 @@ func (a *adaptive) ownSpacing(now time.Time) time.Duration {
 	if sh >= 1 {
 		return a.spacing
 	}
-	return max(min(time.Duration(float64(a.spacing)/sh), a.widest()), a.spacing)
+	return max(min(time.Duration(float64(a.spacing)/sh), a.cfg.widest()), a.spacing)
 }
 
 // earliest is the first time the rate allows the next start.
@@ -102,7 +92,7 @@ func (a *adaptive) earliest(now time.Time) time.Time {
 			// most the widest spacing, beyond this gate's own pace: wide enough that the gates of
 			// a busy fleet wait for their turns (gates held alike and released alike by a
 			// tighter bound would start together), bounded so that no peer can stop this gate.
-			limit := later(a.last, a.busyAt).Add(own + min(time.Duration(a.livePeers(now)+1)*a.spacing, a.widest()))
+			limit := later(a.last, a.busyAt).Add(own + min(time.Duration(a.livePeers(now)+1)*a.spacing, a.cfg.widest()))
 			if a.slot.on {
 				// The slot after the fleet's first reaction (see rephase), instead of the own
 				// pace: sooner, or later.
@@ -111,7 +101,7 @@ func (a *adaptive) earliest(now time.Time) time.Time {
 			if !f.peerStartAt.IsZero() {
 				// The fleet's pace: a spacing after the last start heard of anywhere in the fleet,
 				// and this gate's turn after the gate that made it (see stagger).
-				t = later(t, earlier(f.peerStartAt.Add(a.spacing+a.stagger(now)), limit))
+				t = later(t, earlier(f.peerStartAt.Add(a.spacing+f.stagger(now, a.cfg.ReportInterval)), limit))
 			}
 		}
 	}
@@ -128,7 +118,7 @@ func (a *adaptive) earliest(now time.Time) time.Time {
 // and not refused since the last acceptance starts at once when a live peer reports a closed
 // origin: if the origin is closed, the refusal closes this gate too.
 func (a *adaptive) confirms(now time.Time) bool {
-	return a.origin.confirms(now, len(a.queue) > 0, peerLive*a.cfg.ReportInterval, a.widest())
+	return a.origin.confirms(now, len(a.queue) > 0, peerLive*a.cfg.ReportInterval, a.cfg.widest())
 }
 
 // probeSlot is a closed origin's next probe: the widest spacing after this gate's last refusal,
@@ -140,7 +130,7 @@ func (a *adaptive) probeSlot(now time.Time) time.Time {
 	if n > 0 {
 		id = a.f.id
 	}
-	return a.origin.probeSlot(n, id, a.widest())
+	return a.origin.probeSlot(n, id, a.cfg.widest())
 }
 
 func later(a, b time.Time) time.Time {
@@ -176,7 +166,7 @@ func (a *adaptive) limit(now time.Time) int {
 		return max(n, 1)
 	}
 	var doubt time.Time // peers not heard from since then count as busy
-	if now.Sub(a.busyAt) < a.listen() {
+	if now.Sub(a.busyAt) < a.cfg.listen() {
 		doubt = a.busyAt
 	}
 	if now.Sub(later(a.last, a.busyAt)) >= a.cfg.ReportInterval || a.f.busyBetween(0, a.f.id, now, a.cfg.ReportInterval, doubt) < a.window.size {
@@ -184,9 +174,6 @@ func (a *adaptive) limit(now time.Time) int {
 	}
 	return 0
 }
-
-// listen is how long a gate that just became busy doubts that its peers are idle.
-func (a *adaptive) listen() time.Duration { return a.cfg.ReportInterval / 10 }
 
 // tryGrant grants a start at now if the window and the spacing allow it.
 func (a *adaptive) tryGrant(now time.Time) (grant, bool) {
@@ -205,27 +192,6 @@ func (a *adaptive) tryGrant(now time.Time) (grant, bool) {
 		a.notify()
 	}
 	return grant{start: now, id: a.window.take(now)}, true
-}
-
-// wakeHead tells the first waiter to look again.
-func (a *adaptive) wakeHead() {
-	if len(a.queue) > 0 {
-		wake(a.queue[0])
-	}
-}
-
-// wakeAll tells every waiter to look again.
-func (a *adaptive) wakeAll() {
-	for _, w := range a.queue {
-		wake(w)
-	}
-}
-
-func wake(w *waiter) {
-	select {
-	case w.wake <- struct{}{}:
-	default:
-	}
 }
 
 // expire reclaims the slots of permits whose lease ran out unreported, and forgets the peers that
@@ -248,7 +214,7 @@ func (a *adaptive) report(p Permit, o outcome, now time.Time, retryAfter time.Du
 	}
 	a.origin.released(p.id)
 	a.expire(now)
-	defer a.wakeHead()
+	defer a.queue.wakeHead()
 	switch o {
 	case outcomeSuccess:
 		a.acceptedTotal++
@@ -274,7 +240,7 @@ func (a *adaptive) refusedByFleet(now time.Time, own bool) {
 	if a.origin.refuse(now, own, a.cfg.RateWindow) && !a.justCutOff(now) {
 		a.origin.closed = true
 		a.notify()
-		a.wakeAll() // they are answered at once
+		a.queue.wakeAll() // they are answered at once
 	}
 }
 
@@ -283,7 +249,7 @@ func (a *adaptive) refusedByFleet(now time.Time, own bool) {
 // off from the transport, still reaching the origin), not a closed origin: it closes only once it
 // has been alone that long.
 func (a *adaptive) justCutOff(now time.Time) bool {
-	return a.livePeers(now) == 0 && a.f != nil && !a.f.lostAt.IsZero() && now.Sub(a.f.lostAt) < a.widest()
+	return a.livePeers(now) == 0 && a.f != nil && !a.f.lostAt.IsZero() && now.Sub(a.f.lostAt) < a.cfg.widest()
 }
 
 // succeeded grows the window and relaxes the spacing, each only while it is what limits, and
@@ -326,7 +292,7 @@ func (a *adaptive) propose(now time.Time, s time.Duration) {
 func (a *adaptive) settle(now time.Time) {
 	a.spacing = a.proposal
 	if a.livePeers(now) > 0 {
-		a.spacing = a.f.median(a.proposal, a.epoch, now, peerLive*a.cfg.ReportInterval, a.cfg.Floor, a.widest())
+		a.spacing = a.f.median(a.proposal, a.epoch, now, peerLive*a.cfg.ReportInterval, a.cfg.Floor, a.cfg.widest())
 	}
 }
 

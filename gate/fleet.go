@@ -118,10 +118,9 @@ func (a *adaptive) refresh(now time.Time) {
 // otherwise all start at once, a spacing after it, and all but one be refused; so they go in
 // turn, each a step after the one before it, and the first one's start, announced at once, holds
 // the others for another spacing.
-func (a *adaptive) stagger(now time.Time) time.Duration {
-	f := a.f
-	n := f.busyBetween(f.peerStarter, f.id, now, a.cfg.ReportInterval, time.Time{})
-	return time.Duration(n) * (a.cfg.ReportInterval / staggerSteps)
+func (f *fleet) stagger(now time.Time, interval time.Duration) time.Duration {
+	n := f.busyBetween(f.peerStarter, f.id, now, interval, time.Time{})
+	return time.Duration(n) * (interval / staggerSteps)
 }
 
 // share is this gate's part of the fleet's rate: its demand over the fleet's (1 without peers).
@@ -200,7 +199,7 @@ func (a *adaptive) apply(s, prev Signal, now time.Time) {
 		}
 	}
 	if s.RetryAfter > 0 {
-		a.holds.peerUntil(now, now.Add(s.RetryAfter), a.widest()) // a peer's Retry-After holds this gate too
+		a.holds.peerUntil(now, now.Add(s.RetryAfter), a.cfg.widest()) // a peer's Retry-After holds this gate too
 	}
 	if a.pace.refining(now, settleIntervals*c.ReportInterval) {
 		// Peers report acceptances up to an interval late: a reaction made before they arrived
@@ -212,7 +211,7 @@ func (a *adaptive) apply(s, prev Signal, now time.Time) {
 			a.holds.refine(a.spacing)
 		}
 	}
-	a.wakeHead() // the pace may have changed
+	a.queue.wakeHead() // the pace may have changed
 }
 
 // nextSignal makes this gate's signal at now.

@@ -2,7 +2,6 @@ package gate
 
 import (
 	"context"
-	"slices"
 	"time"
 )
 
@@ -31,7 +30,8 @@ func (a *adaptive) wait(ctx context.Context, now time.Time, r request) (grant, e
 			return gr, nil
 		}
 	}
-	w := a.enqueue(r, probe)
+	w := &waiter{arrival: r.arrival, wake: make(chan struct{}, 1), probe: probe}
+	a.queue.insert(w, r.retry)
 	began := now
 	for {
 		if err := a.refusal(w, r, now); err != nil {
@@ -80,19 +80,6 @@ func (a *adaptive) arrive(now time.Time) {
 	}
 }
 
-// enqueue puts r in the line, in arrival order, and returns its waiter.
-func (a *adaptive) enqueue(r request, probe bool) *waiter {
-	w := &waiter{arrival: r.arrival, wake: make(chan struct{}, 1), probe: probe}
-	i, _ := slices.BinarySearchFunc(a.queue, r.arrival, func(x *waiter, t time.Time) int {
-		if x.arrival.After(t) || r.retry && x.arrival.Equal(t) {
-			return 1 // a retry goes before the callers that arrived with it but have not started
-		}
-		return -1 // equal arrivals keep their order
-	})
-	a.queue = slices.Insert(a.queue, i, w)
-	return w
-}
-
 // refusal is the error that ends w's wait at now without a start, or nil.
 func (a *adaptive) refusal(w *waiter, r request, now time.Time) error {
 	switch {
@@ -110,11 +97,11 @@ func (a *adaptive) grantHead(w *waiter, now time.Time) (grant, bool) {
 	if !ok {
 		return grant{}, false
 	}
-	a.queue = slices.Delete(a.queue, 0, 1)
+	a.queue.popHead()
 	if w.probe && a.origin.closed {
 		a.origin.probeGranted(gr.id, now)
 	}
-	a.wakeHead()
+	a.queue.wakeHead()
 	return gr, true
 }
 
@@ -125,7 +112,7 @@ func (a *adaptive) headDelay(now time.Time) time.Duration {
 	d := max(a.earliest(now).Sub(now), 0)
 	if l := a.limit(now); l == 0 {
 		until := later(a.last, a.busyAt).Add(a.cfg.ReportInterval)
-		if e := a.busyAt.Add(a.listen()); e.After(now) {
+		if e := a.busyAt.Add(a.cfg.listen()); e.After(now) {
 			until = earlier(until, e)
 		}
 		d = max(d, until.Sub(now)) // or a peer's news
@@ -154,12 +141,11 @@ func awaitWake(ctx context.Context, wake <-chan struct{}, d time.Duration) {
 
 // leave takes w out of the queue without a start.
 func (a *adaptive) leave(w *waiter) {
-	head := a.queue[0] == w
-	a.queue = slices.DeleteFunc(a.queue, func(x *waiter) bool { return x == w })
+	head := a.queue.remove(w)
 	if w.probe {
 		a.origin.left()
 	}
 	if head {
-		a.wakeHead()
+		a.queue.wakeHead()
 	}
 }
