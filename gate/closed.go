@@ -1,6 +1,28 @@
 package gate
 
-import "time"
+import (
+	"errors"
+	"time"
+)
+
+// A closed origin: closedRefusals refusals with nothing accepted, the first and the last at least
+// closedSpans RateWindows apart. With nothing accepted the gate spaces its starts at least a
+// RateWindow apart (1 s), and a token-bucket origin refills a token in 1/rate, so an origin that
+// is only rate-limited (at 1/s or faster) accepts the second or third paced attempt; three paced
+// refusals over two seconds mean the origin is refusing everything. A burst refused in the same
+// instant is not enough however large: it is one signal, not several.
+const (
+	closedRefusals = 3
+	closedSpans    = 2
+)
+
+// ErrClosed is returned by [Gate.Wait] in Adaptive mode while the origin is closed: no upgrade
+// was accepted while several were refused (three, spread over at least two RateWindows). A closed
+// origin is probed by one caller at a time at the widest spacing (max(Max, Floor)): a caller that
+// may probe waits for the next probe slot if its context's deadline allows; every other caller gets
+// ErrClosed at once, and so do the callers waiting when the gate closes. The first accepted
+// upgrade reopens the gate. [Connect] returns the last 403 instead.
+var ErrClosed = errors.New("gate: origin closed: upgrades refused and none accepted")
 
 // closedTracker tells a closed origin from a rate limit: an origin that refuses everything (a
 // blocked account, a WAF rule) closes the gate, one caller at a time probes it at the widest
