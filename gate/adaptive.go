@@ -18,21 +18,21 @@ var errBudget = errors.New("gate: forbidden budget spent")
 // counts towards a closed origin). pace is embedded: a.spacing is the fleet's spacing.
 type adaptive struct {
 	mu sync.Mutex
-	pace
+
+	pace                   // the fleet's spacing, this gate's proposal, the reactions and relaxations
+	window   window        // upgrades allowed in flight, and the permits in flight
+	holds    holds         // no start before these: a rejection's push, Retry-Afters here and at the peers
+	origin   closedTracker // a closed origin and its prober
+	queue    line          // callers waiting, in arrival order
+	accepted rateCounter   // upgrades accepted in the last RateWindow
+	f        *fleet        // the peers; nil in process scope
+
+	last     time.Time // the last start
+	busyAt   time.Time // when the last caller came to an idle gate (nothing queued or in flight)
 	slot     phaseSlot // the next start's slot after the fleet's first reaction (see rephase)
 	announce bool      // a start to tell the peers of in the next signal (the fleet is paced)
-	busyAt   time.Time // when the last caller came to an idle gate (nothing queued or in flight)
-	window   window    // upgrades allowed in flight, and the permits in flight
-	last     time.Time // the last start
-	holds    holds     // no start before these: a rejection's push, Retry-Afters here and at the peers
-	queue    line      // callers waiting, in arrival order
-	accepted rateCounter
 
 	acceptedTotal, rejectedTotal uint64 // outcomes reported (first reports only)
-
-	origin closedTracker // a closed origin and its prober
-
-	f *fleet // the peers; nil in process scope
 
 	cfg Config // immutable
 }
