@@ -1,116 +1,44 @@
 package gate
 
 import (
-	"context"
 	"errors"
-	"slices"
 	"sync"
 	"time"
 )
-
-// minSpacing is the spacing below which relaxing goes to Floor: at more than 1000 starts per
-// second the window, not the spacing, is what limits.
-const minSpacing = time.Millisecond
-
-// slowStartRun is the successes per step of the window in slow start: the window grows by half
-// every round of handshakes, not doubles. Against a small bucket, the upgrades in flight when it
-// runs dry are refused, and in a fleet the news of the first refusal reaches the other gates a
-// moment late: a window that doubled is twice what was just accepted. Half more costs a healthy
-// 30-burst one more round (2+3+4+6+9+...), a few milliseconds on loopback.
-const slowStartRun = 2
-
-// A closed origin: closedRefusals refusals with nothing accepted, the first and the last at least
-// closedSpans RateWindows apart. With nothing accepted the gate spaces its starts at least a
-// RateWindow apart (1 s), and a token-bucket origin refills a token in 1/rate, so an origin that
-// is only rate-limited (at 1/s or faster) accepts the second or third paced attempt; three paced
-// refusals over two seconds mean the origin is refusing everything. A burst refused in the same
-// instant is not enough however large: it is one signal, not several.
-const (
-	closedRefusals = 3
-	closedSpans    = 2
-)
-
-// ErrClosed is returned by [Gate.Wait] in Adaptive mode while the origin is closed: no upgrade
-// was accepted while several were refused (three, spread over at least two RateWindows). A closed
-// origin is probed by one caller at a time at the widest spacing (max(Max, Floor)): a caller that
-// may probe waits for the next probe slot if its context's deadline allows; every other caller gets
-// ErrClosed at once, and so do the callers waiting when the gate closes. The first accepted
-// upgrade reopens the gate. [Connect] returns the last 403 instead.
-var ErrClosed = errors.New("gate: origin closed: upgrades refused and none accepted")
 
 // errBudget ends a retry's wait when its forbidden budget is spent.
 var errBudget = errors.New("gate: forbidden budget spent")
 
 // adaptive is the Adaptive controller: a window of upgrades in flight, grown by slow start and
 // halved on a rejection, and a spacing between starts that converges on the rate the origin
-// accepts. The package documentation gives the rules and why the defaults are what they are.
+// accepts. The package documentation gives the rules and docs/gate-design.md the reasons.
 //
-// spacing is the fleet's spacing: the gap between starts that the whole fleet of gates sharing
-// the limit may make. This gate's own gap is spacing divided by its share of the fleet's demand;
-// without peers the share is 1 and the two are the same. Each gate of a fleet has its own value
-// for it, proposal, which its reactions and relaxations set; spacing is the median of the
-// proposals of the gates in the same epoch (without peers, proposal itself).
+// Its sub-states are types of their own, with no locks: mu guards them all, since one outcome
+// moves several at once (a rejection halves the window, backs the pace off, pushes the holds and
+// counts towards a closed origin). pace is embedded: a.spacing is the fleet's spacing.
 type adaptive struct {
-	mu        sync.Mutex
-	spacing   time.Duration // the fleet's gap between consecutive starts
-	proposal  time.Duration // this gate's own value for it
-	streak    int           // paced successes (here and at the peers) towards the next relaxation step
-	relaxedAt time.Time     // the last relaxation step
-	slotted   bool          // the next start takes its slot after the fleet's first reaction (see rephase)
-	slotRank  int           // ...the slotRank+1-th spacing after it
-	slotAt    time.Time     // ...made at slotAt
-	announce  bool          // a start to tell the peers of in the next signal (the fleet is paced)
-	busyAt    time.Time     // when the last caller came to an idle gate (nothing queued or in flight)
-	widenedAt time.Time     // the last reaction: rejections of attempts started before it are not news
-	epoch     uint64        // reactions so far, this gate's and those adopted from peers
-	backedOff time.Duration // the last reaction's spacing before the measured floor
-	measured  int           // the last reaction's count of upgrades accepted in the RateWindow
-	window    int           // upgrades allowed in flight
-	ssthresh  int           // slow start below it; MaxWindow until the first rejection
-	grow      int           // successes towards the next +1 above ssthresh
-	steps     int           // relaxation steps since the last rejection (each cuts harder)
-	inflight  int           // permits granted and neither reported nor expired
-	last      time.Time     // the last start
-	hold      time.Time     // no start before this (a rejection's push, Retry-After); moves back only when peers' late news refines a reaction
-	retryHold time.Time     // the part of hold that Retry-Afters reported here asked for
-	pushedAt  time.Time     // the last rejection's push
-	queue     []*waiter     // callers waiting, in arrival order
-	slots     slotRing      // the permits in flight, for their leases
-	accepted  rateCounter
+	mu sync.Mutex
+
+	pace                   // the fleet's spacing, this gate's proposal, the reactions and relaxations
+	window   window        // upgrades allowed in flight, and the permits in flight
+	holds    holds         // no start before these: a rejection's push, Retry-Afters here and at the peers
+	origin   closedTracker // a closed origin and its prober
+	queue    line          // callers waiting, in arrival order
+	accepted rateCounter   // upgrades accepted in the last RateWindow
+	f        *fleet        // the peers; nil in process scope
+
+	last     time.Time // the last start
+	busyAt   time.Time // when the last caller came to an idle gate (nothing queued or in flight)
+	slot     phaseSlot // the next start's slot after the fleet's first reaction (see rephase)
+	announce bool      // a start to tell the peers of in the next signal (the fleet is paced)
 
 	acceptedTotal, rejectedTotal uint64 // outcomes reported (first reports only)
-
-	refused      int       // refusals since the last acceptance, this gate's and its peers'
-	ownRefused   bool      // one of them was this gate's own
-	firstRefused time.Time // the first of them
-	lastRefused  time.Time // this gate's last
-	closed       bool      // see ErrClosed
-	probing      bool      // a prober is waiting or its probe is in flight
-	probeID      uint64    // the probe's slot once granted (0: still waiting)
-	probeStart   time.Time // when it was granted
-
-	f *fleet // the peers; nil in process scope
 
 	cfg Config // immutable
 }
 
-// waiter is one caller queued in wait.
-type waiter struct {
-	arrival time.Time
-	wake    chan struct{} // buffered(1): "something changed, look again"
-	probe   bool          // the closed origin's prober
-}
-
 func newAdaptive(c Config) *adaptive {
-	return &adaptive{cfg: c, spacing: c.Floor, proposal: c.Floor, window: c.InitialWindow, ssthresh: c.MaxWindow}
-}
-
-// widest is the spacing of a closed origin's probes.
-func (a *adaptive) widest() time.Duration { return max(a.cfg.Max, a.cfg.Floor) }
-
-// clampSpacing keeps a fleet spacing within [Floor, max(Max, Floor)].
-func (a *adaptive) clampSpacing(s time.Duration) time.Duration {
-	return max(min(s, a.cfg.Max), a.cfg.Floor)
+	return &adaptive{cfg: c, pace: newPace(c.Floor), window: newWindow(c.InitialWindow, c.MaxWindow)}
 }
 
 // ownSpacing is this gate's gap between starts: the fleet's spacing over its share, at most the
@@ -123,42 +51,42 @@ func (a *adaptive) ownSpacing(now time.Time) time.Duration {
 	if sh >= 1 {
 		return a.spacing
 	}
-	return max(min(time.Duration(float64(a.spacing)/sh), a.widest()), a.spacing)
+	return max(min(time.Duration(float64(a.spacing)/sh), a.cfg.widest()), a.spacing)
 }
 
 // earliest is the first time the rate allows the next start.
 func (a *adaptive) earliest(now time.Time) time.Time {
-	t := a.hold
+	t := a.holds.own
 	own := a.ownSpacing(now)
 	if !a.last.IsZero() {
 		t = later(t, a.last.Add(own))
 	}
 	if f := a.f; f != nil {
-		t = later(t, f.peerHold)
+		t = later(t, a.holds.peer)
 		if a.confirms(now) {
 			// A peer sees a closed origin, and this gate has not been refused itself: its next
 			// start confirms it without waiting for its pace (see confirms).
-			return later(a.hold, f.peerHold)
+			return a.holds.until()
 		}
 		if a.spacing > 0 && a.livePeers(now) > 0 {
 			// Peers delay a start by at most a spacing per gate (theirs and this one's), and at
 			// most the widest spacing, beyond this gate's own pace: wide enough that the gates of
 			// a busy fleet wait for their turns (gates held alike and released alike by a
 			// tighter bound would start together), bounded so that no peer can stop this gate.
-			limit := later(a.last, a.busyAt).Add(own + min(time.Duration(a.livePeers(now)+1)*a.spacing, a.widest()))
-			if a.slotted {
+			limit := later(a.last, a.busyAt).Add(own + min(time.Duration(a.livePeers(now)+1)*a.spacing, a.cfg.widest()))
+			if a.slot.on {
 				// The slot after the fleet's first reaction (see rephase), instead of the own
 				// pace: sooner, or later.
-				t = later(later(a.hold, f.peerHold), earlier(a.slotAt.Add(min(time.Duration(a.slotRank+1)*a.spacing, own)), limit))
+				t = later(a.holds.until(), earlier(a.slot.due(a.spacing, own), limit))
 			}
 			if !f.peerStartAt.IsZero() {
 				// The fleet's pace: a spacing after the last start heard of anywhere in the fleet,
 				// and this gate's turn after the gate that made it (see stagger).
-				t = later(t, earlier(f.peerStartAt.Add(a.spacing+a.stagger(now)), limit))
+				t = later(t, earlier(f.peerStartAt.Add(a.spacing+f.stagger(now, a.cfg.ReportInterval)), limit))
 			}
 		}
 	}
-	if a.closed {
+	if a.origin.closed {
 		t = later(t, a.probeSlot(now))
 	}
 	return t
@@ -171,9 +99,7 @@ func (a *adaptive) earliest(now time.Time) time.Time {
 // and not refused since the last acceptance starts at once when a live peer reports a closed
 // origin: if the origin is closed, the refusal closes this gate too.
 func (a *adaptive) confirms(now time.Time) bool {
-	f := a.f
-	return !a.closed && !a.ownRefused && len(a.queue) > 0 && !f.peerClosedAt.IsZero() &&
-		now.Sub(f.peerClosedAt) < peerLive*a.cfg.ReportInterval && now.Sub(f.confirmedAt) >= a.widest()
+	return a.origin.confirms(now, len(a.queue) > 0, peerLive*a.cfg.ReportInterval, a.cfg.widest())
 }
 
 // probeSlot is a closed origin's next probe: the widest spacing after this gate's last refusal,
@@ -181,13 +107,11 @@ func (a *adaptive) confirms(now time.Time) bool {
 // keeps probing for the fleet), but never more than live peers + 1 widest spacings after this
 // gate's own.
 func (a *adaptive) probeSlot(now time.Time) time.Time {
-	w := a.widest()
-	t := a.lastRefused.Add(w)
-	if n := a.livePeers(now); n > 0 && a.f.peerRefusedAt.After(a.lastRefused) {
-		jitter := time.Duration(a.f.id%1024) * (w / 4096)
-		t = later(t, earlier(a.f.peerRefusedAt.Add(w+jitter), a.lastRefused.Add(time.Duration(n+1)*w)))
+	n, id := a.livePeers(now), uint64(0)
+	if n > 0 {
+		id = a.f.id
 	}
-	return t
+	return a.origin.probeSlot(n, id, a.cfg.widest())
 }
 
 func later(a, b time.Time) time.Time {
@@ -215,401 +139,48 @@ func earlier(a, b time.Time) time.Time {
 // without one (or since it became busy), so peers can delay its starts but never stop them. It is
 // 0 only in that case.
 func (a *adaptive) limit(now time.Time) int {
-	if a.f == nil || a.window <= 1 && a.spacing > 0 || a.livePeers(now) == 0 {
-		return a.window
+	if a.f == nil || a.window.size <= 1 && a.spacing > 0 || a.livePeers(now) == 0 {
+		return a.window.size
 	}
-	self := max(len(a.queue)+a.inflight, 1)
-	if n := a.window * self / (self + a.f.peerDemand1); n >= 1 || a.spacing > 0 {
+	self := max(len(a.queue)+a.window.inflight, 1)
+	if n := a.window.size * self / (self + a.f.peerDemand1); n >= 1 || a.spacing > 0 {
 		return max(n, 1)
 	}
 	var doubt time.Time // peers not heard from since then count as busy
-	if now.Sub(a.busyAt) < a.listen() {
+	if now.Sub(a.busyAt) < a.cfg.listen() {
 		doubt = a.busyAt
 	}
-	if now.Sub(later(a.last, a.busyAt)) >= a.cfg.ReportInterval || a.f.busyBetween(0, a.f.id, now, a.cfg.ReportInterval, doubt) < a.window {
+	if now.Sub(later(a.last, a.busyAt)) >= a.cfg.ReportInterval || a.f.busyBetween(0, a.f.id, now, a.cfg.ReportInterval, doubt) < a.window.size {
 		return 1
 	}
 	return 0
 }
 
-// listen is how long a gate that just became busy doubts that its peers are idle.
-func (a *adaptive) listen() time.Duration { return a.cfg.ReportInterval / 10 }
-
 // tryGrant grants a start at now if the window and the spacing allow it.
 func (a *adaptive) tryGrant(now time.Time) (grant, bool) {
-	if a.inflight >= a.limit(now) || now.Before(a.earliest(now)) {
+	if a.window.inflight >= a.limit(now) || now.Before(a.earliest(now)) {
 		return grant{}, false
 	}
 	if a.f != nil && a.confirms(now) {
-		a.f.confirmedAt = now
+		a.origin.confirmedAt = now
 	}
-	a.inflight++
 	a.last = now
-	a.slotted = false
+	a.slot.on = false
 	if a.spacing > 0 && a.f != nil && a.f.live > 0 {
 		// Paced, the peers count this start in the fleet's pace: they should hear of it now,
 		// not when its handshake ends.
 		a.announce = true
 		a.notify()
 	}
-	return grant{start: now, id: a.slots.push(now)}, true
-}
-
-// wakeHead tells the first waiter to look again.
-func (a *adaptive) wakeHead() {
-	if len(a.queue) > 0 {
-		wake(a.queue[0])
-	}
-}
-
-// wakeAll tells every waiter to look again.
-func (a *adaptive) wakeAll() {
-	for _, w := range a.queue {
-		wake(w)
-	}
-}
-
-func wake(w *waiter) {
-	select {
-	case w.wake <- struct{}{}:
-	default:
-	}
+	return grant{start: now, id: a.window.take(now)}, true
 }
 
 // expire reclaims the slots of permits whose lease ran out unreported, and forgets the peers that
 // fell silent (so that the spacing is the fleet's of now).
 func (a *adaptive) expire(now time.Time) {
 	a.livePeers(now)
-	a.inflight -= a.slots.expire(now.Add(-a.cfg.Lease))
-	if a.probeID != 0 && now.Sub(a.probeStart) >= a.cfg.Lease {
-		a.probing, a.probeID = false, 0 // its slot was just reclaimed
-	}
-}
-
-// mayProbe reports whether r may become the closed origin's prober at now.
-func (a *adaptive) mayProbe(r request, now time.Time) bool {
-	return !r.retry && !a.probing && (r.probeBy.IsZero() || !a.earliest(now).After(r.probeBy))
-}
-
-// wait is the Adaptive wait. The fast path (nobody queued, window and spacing open) takes the
-// lock once and does not allocate.
-func (a *adaptive) wait(ctx context.Context, now time.Time, r request) (grant, error) {
-	a.mu.Lock()
-	a.expire(now)
-	if f := a.f; f != nil && f.live > 0 {
-		// A burst here (twice the demand the peers last heard of, and more than one caller)
-		// changes their shares: they should hear of it before they start their next upgrades.
-		if d := len(a.queue) + a.inflight + 1; d >= 2 && d >= 2*f.sentDemand {
-			a.notify()
-		}
-	}
-	if len(a.queue)+a.inflight == 0 {
-		a.busyAt = now
-	}
-	probe := false
-	if a.closed {
-		if !a.mayProbe(r, now) {
-			a.mu.Unlock()
-			return grant{}, ErrClosed
-		}
-		probe, a.probing = true, true
-	} else if len(a.queue) == 0 {
-		if gr, ok := a.tryGrant(now); ok {
-			a.mu.Unlock()
-			return gr, nil
-		}
-	}
-	w := &waiter{arrival: r.arrival, wake: make(chan struct{}, 1), probe: probe}
-	i, _ := slices.BinarySearchFunc(a.queue, r.arrival, func(x *waiter, t time.Time) int {
-		if x.arrival.After(t) || r.retry && x.arrival.Equal(t) {
-			return 1 // a retry goes before the callers that arrived with it but have not started
-		}
-		return -1 // equal arrivals keep their order
-	})
-	a.queue = slices.Insert(a.queue, i, w)
-	began := now
-	for {
-		var err error
-		switch {
-		case a.closed && (!w.probe || !r.probeBy.IsZero() && a.earliest(now).After(r.probeBy)):
-			err = ErrClosed
-		case !r.deadline.IsZero() && (!now.Before(r.deadline) || a.hold.After(r.deadline)):
-			err = errBudget // no start can come in time (the hold moves back only by peers' refinement)
-		}
-		if err != nil {
-			a.leave(w)
-			a.mu.Unlock()
-			return grant{waited: now.Sub(began)}, err
-		}
-		d := time.Duration(-1) // wait for a wake-up only
-		if a.queue[0] == w {
-			if gr, ok := a.tryGrant(now); ok {
-				a.queue = slices.Delete(a.queue, 0, 1)
-				if w.probe && a.closed {
-					a.probeID, a.probeStart = gr.id, now
-				}
-				a.wakeHead()
-				a.mu.Unlock()
-				gr.waited = now.Sub(began)
-				return gr, nil
-			}
-			d = max(a.earliest(now).Sub(now), 0)
-			if l := a.limit(now); l == 0 {
-				until := later(a.last, a.busyAt).Add(a.cfg.ReportInterval)
-				if e := a.busyAt.Add(a.listen()); e.After(now) {
-					until = earlier(until, e)
-				}
-				d = max(d, until.Sub(now)) // or a peer's news
-			} else if a.inflight >= l {
-				if oldest, ok := a.slots.oldest(); ok {
-					d = max(d, oldest.Add(a.cfg.Lease).Sub(now))
-				}
-			}
-		}
-		if !r.deadline.IsZero() && (d < 0 || r.deadline.Sub(now) < d) {
-			d = r.deadline.Sub(now)
-		}
-		a.mu.Unlock()
-		var timer <-chan time.Time
-		var t *time.Timer
-		if d >= 0 {
-			t = time.NewTimer(d)
-			timer = t.C
-		}
-		select {
-		case <-w.wake:
-		case <-timer:
-		case <-ctx.Done():
-		}
-		if t != nil {
-			t.Stop()
-		}
-		a.mu.Lock()
-		now = time.Now()
-		if err := ctx.Err(); err != nil {
-			a.leave(w)
-			a.mu.Unlock()
-			return grant{waited: now.Sub(began)}, err
-		}
-		a.expire(now)
-	}
-}
-
-// leave takes w out of the queue without a start.
-func (a *adaptive) leave(w *waiter) {
-	head := a.queue[0] == w
-	a.queue = slices.DeleteFunc(a.queue, func(x *waiter) bool { return x == w })
-	if w.probe && a.probeID == 0 {
-		a.probing = false
-	}
-	if head {
-		a.wakeHead()
-	}
-}
-
-// report applies one outcome report at time now.
-func (a *adaptive) report(p Permit, o outcome, now time.Time, retryAfter time.Duration) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if o == outcomeForbidden && retryAfter > 0 {
-		t := now.Add(retryAfter)
-		a.hold, a.retryHold = later(a.hold, t), later(a.retryHold, t)
-	}
-	if !a.slots.release(p.id) {
-		return // reported before, or its lease ran out: the slot is no longer its own
-	}
-	if p.id == a.probeID {
-		a.probing, a.probeID = false, 0
-	}
-	a.inflight--
-	a.expire(now)
-	defer a.wakeHead()
-	switch o {
-	case outcomeSuccess:
-		a.acceptedTotal++
-		a.accepted.add(now, a.cfg.RateWindow)
-		closed := a.closed
-		a.acceptedByFleet()
-		if grew := a.succeeded(now); closed || a.spacing > 0 || grew && a.f != nil && a.f.live > 0 {
-			// The peers reopen too; or, paced, they count this start in the fleet's pace; or,
-			// in slow start, their windows grow with it.
-			a.notify()
-		}
-	case outcomeForbidden:
-		a.rejectedTotal++
-		a.notify()
-		a.forbidden(p.start, now)
-		a.lastRefused, a.ownRefused = now, true
-		a.refusedByFleet(now)
-	}
-}
-
-// acceptedByFleet records an accepted upgrade, here or at a peer: the origin is not closed.
-func (a *adaptive) acceptedByFleet() {
-	a.refused, a.ownRefused = 0, false
-	a.closed, a.probing, a.probeID = false, false, 0
-}
-
-// refusedByFleet records a refusal at now, here or at a peer, and closes the gate when the origin
-// refuses everything. One of the refusals must be this gate's own, so peers alone cannot close it.
-func (a *adaptive) refusedByFleet(now time.Time) {
-	if a.refused == 0 {
-		a.firstRefused = now
-	}
-	a.refused++
-	if !a.closed && a.ownRefused && a.refused >= closedRefusals && now.Sub(a.firstRefused) >= closedSpans*a.cfg.RateWindow && !a.justCutOff(now) {
-		a.closed = true
-		a.notify()
-		a.wakeAll() // they are answered at once
-	}
-}
-
-// justCutOff reports whether the gate lost its last live peer less than the widest spacing ago.
-// Its refusals then may be the fleet using the limit up, which it no longer hears of (a worker cut
-// off from the transport, still reaching the origin), not a closed origin: it closes only once it
-// has been alone that long.
-func (a *adaptive) justCutOff(now time.Time) bool {
-	return a.livePeers(now) == 0 && a.f != nil && !a.f.lostAt.IsZero() && now.Sub(a.f.lostAt) < a.widest()
-}
-
-// succeeded grows the window and relaxes the spacing, each only while it is what limits, and
-// reports whether the window grew.
-func (a *adaptive) succeeded(now time.Time) bool {
-	grew := a.growWindow(now, 1)
-	a.relax(now, 1)
-	return grew
-}
-
-// relax counts n paced successes, here or at the peers, and relaxes the spacing every RelaxRun
-// of them while callers are queued behind it (here, or at a peer: its demand). Every gate of a
-// fleet counts the same successes, so they relax together, and each step starts from the
-// fleet's spacing: proposals that drifted apart meet again. With peers, a step comes no sooner
-// than RelaxRun starts at half the spacing would allow, whatever successes a peer claims.
-func (a *adaptive) relax(now time.Time, n int) {
-	c := &a.cfg
-	if a.spacing <= c.Floor || !a.queued(now) {
-		return
-	}
-	a.streak += n
-	if a.streak < c.RelaxRun {
-		return
-	}
-	if a.f != nil && now.Sub(a.relaxedAt) < time.Duration(c.RelaxRun)*a.spacing/2 {
-		a.streak = c.RelaxRun // the step waits for the next success
-		return
-	}
-	a.streak = 0
-	a.steps++
-	a.relaxedAt = now
-	cut := (1 - c.Relax) * float64(a.steps)
-	s := time.Duration(float64(a.spacing) * max(1-cut, 0.5))
-	if s < minSpacing {
-		s = 0
-	}
-	a.propose(now, max(s, c.Floor))
-}
-
-// queued reports whether callers wait behind the pace: here, or at a live peer (its demand, as
-// of its last signal).
-func (a *adaptive) queued(now time.Time) bool {
-	return len(a.queue) > 0 || a.livePeers(now) > 0 && a.f.peerDemand > 0
-}
-
-// propose sets this gate's own value for the fleet's spacing, and the spacing from it.
-func (a *adaptive) propose(now time.Time, s time.Duration) {
-	a.proposal = s
-	a.settle(now)
-}
-
-// settle sets the spacing to the median of this gate's proposal and those of its live peers in
-// the same epoch (a peer in an earlier one has not heard of the last reaction yet). Without
-// peers it is the proposal. A median, so that one peer far off, late or hostile, moves it little.
-func (a *adaptive) settle(now time.Time) {
-	a.spacing = a.proposal
-	if a.livePeers(now) > 0 {
-		a.spacing = a.f.median(a.proposal, a.epoch, now, peerLive*a.cfg.ReportInterval, a.cfg.Floor, a.widest())
-	}
-}
-
-// growWindow grows the window for n accepted upgrades (here, or at the peers), only while it is
-// what limits: callers are queued or this gate's part of it is at least half full. It reports
-// whether the window grew.
-func (a *adaptive) growWindow(now time.Time, n int) bool {
-	if len(a.queue) == 0 && a.inflight+1 < (a.limit(now)+1)/2 {
-		return false
-	}
-	was := a.window
-	for range n {
-		if a.window < a.ssthresh {
-			// Slow start: one more per slowStartRun successes, so the window grows by half
-			// every round of handshakes.
-			if a.grow++; a.grow >= slowStartRun {
-				a.grow = 0
-				a.window++
-			}
-		} else if a.grow++; a.grow >= a.window {
-			a.grow = 0
-			a.window++
-		}
-	}
-	a.window = min(a.window, a.cfg.MaxWindow)
-	return a.window > was
-}
-
-// forbidden reacts to a rejection of an attempt that started at start.
-func (a *adaptive) forbidden(start, now time.Time) {
-	a.streak = 0
-	a.steps = 0
-	if start.After(a.widenedAt) {
-		if a.epoch+1 < maxSignalEpoch {
-			a.epoch++
-		}
-		a.react(now)
-	}
-	a.pushHold(now)
-}
-
-// react is one reaction to a rejection, this gate's or a peer's (its epoch already set):
-// the window halves, and the spacing backs off from the fleet's, never below the rate the fleet
-// was just measured to accept.
-func (a *adaptive) react(now time.Time) {
-	c := &a.cfg
-	a.widenedAt = now
-	a.streak, a.steps = 0, 0
-	a.window = max(a.window/2, 1)
-	a.ssthresh = a.window
-	a.grow = 0
-	paced := a.spacing > c.Floor
-	a.backedOff = time.Duration(float64(a.spacing) * c.Backoff)
-	a.measured = a.fleetRecent(now)
-	a.propose(now, a.clampSpacing(max(a.backedOff, c.RateWindow/time.Duration(max(a.measured, 1)))))
-	if !paced {
-		a.rephase(now)
-	}
-}
-
-// rephase spreads the starts of a fleet that has just become paced. The gates of a fleet in slow
-// start all started within moments of each other, and each paces its next start from its own
-// last one: left alone, they stay in step, all starting again together an own spacing later (and
-// then again), while the origin's tokens of the time between go unused. So the gate with rank r
-// among the busy gates (by id) takes the slot r+1 spacings after the reaction for its next start
-// (at most an own spacing after it), and its own pace after that: the fleet's next starts come a
-// spacing apart, the first when the origin may have a token again. A gate due later starts at its
-// slot; one due sooner waits for it, but at most a spacing beyond its own pace.
-func (a *adaptive) rephase(now time.Time) {
-	a.slotted = a.spacing > 0 && a.livePeers(now) > 0
-	if a.slotted {
-		a.slotAt = now
-		a.slotRank = a.f.busyBetween(0, a.f.id, now, a.cfg.ReportInterval, time.Time{})
-	}
-}
-
-// pushHold pushes the next start to at least now + the fleet's spacing: the origin just refused
-// an upgrade, so nothing should start until it may have a token again. (This gate's own, wider
-// spacing then paces it from its last start.)
-func (a *adaptive) pushHold(now time.Time) {
-	a.hold = later(a.hold, now.Add(a.spacing))
-	a.pushedAt = now
+	a.window.expire(now.Add(-a.cfg.Lease))
+	a.origin.expire(now, a.cfg.Lease)
 }
 
 func (a *adaptive) snapshot(s *Snapshot) {
@@ -618,8 +189,8 @@ func (a *adaptive) snapshot(s *Snapshot) {
 	now := time.Now()
 	a.livePeers(now)
 	s.Spacing, s.Streak = a.spacing, a.streak
-	s.Window, s.InFlight, s.Queued = a.window, a.inflight, len(a.queue)
-	s.Closed = a.closed
+	s.Window, s.InFlight, s.Queued = a.window.size, a.window.inflight, len(a.queue)
+	s.Closed = a.origin.closed
 	s.Epoch = a.epoch
 	if f := a.f; f != nil {
 		s.Peers = a.livePeers(now)
@@ -631,123 +202,4 @@ func (a *adaptive) snapshot(s *Snapshot) {
 		s.OwnSpacing = a.spacing
 		s.FleetAccepted = float64(a.accepted.sum(now, a.cfg.RateWindow)) / a.cfg.RateWindow.Seconds()
 	}
-}
-
-// slotRing holds the start times of the permits in flight, indexed by permit id: ids are handed
-// out in order, so the oldest outstanding permit is at the front and a report finds its slot in
-// O(1). It grows (amortised) only when more permits are outstanding than ever before.
-type slotRing struct {
-	buf  []slot // len is 0 or a power of two
-	head int    // index in buf of id base
-	n    int    // ids base .. base+n-1 are in the ring
-	base uint64 // id of the front slot; ids start at 1, so 0 is never outstanding
-}
-
-type slot struct {
-	start time.Time
-	done  bool // reported or expired
-}
-
-func (r *slotRing) at(i int) *slot { return &r.buf[(r.head+i)&(len(r.buf)-1)] }
-
-// push adds a slot started at start and returns its id.
-func (r *slotRing) push(start time.Time) uint64 {
-	if r.base == 0 {
-		r.base = 1
-	}
-	if r.n == len(r.buf) {
-		buf := make([]slot, max(2*len(r.buf), 16))
-		for i := range r.n {
-			buf[i] = *r.at(i)
-		}
-		r.buf, r.head = buf, 0
-	}
-	*r.at(r.n) = slot{start: start}
-	r.n++
-	return r.base + uint64(r.n-1)
-}
-
-// release marks id done and reports whether it was outstanding.
-func (r *slotRing) release(id uint64) bool {
-	if id < r.base || id >= r.base+uint64(r.n) {
-		return false
-	}
-	s := r.at(int(id - r.base))
-	if s.done {
-		return false
-	}
-	s.done = true
-	r.trim()
-	return true
-}
-
-// expire marks done the outstanding slots that started at or before cutoff and returns how many.
-func (r *slotRing) expire(cutoff time.Time) int {
-	n := 0
-	for r.n > 0 {
-		s := r.at(0)
-		if !s.done {
-			if s.start.After(cutoff) {
-				break
-			}
-			n++
-		}
-		r.pop()
-	}
-	return n
-}
-
-// oldest returns the start of the oldest outstanding slot.
-func (r *slotRing) oldest() (time.Time, bool) {
-	r.trim()
-	if r.n == 0 {
-		return time.Time{}, false
-	}
-	return r.at(0).start, true
-}
-
-func (r *slotRing) trim() {
-	for r.n > 0 && r.at(0).done {
-		r.pop()
-	}
-}
-
-func (r *slotRing) pop() {
-	*r.at(0) = slot{}
-	r.head = (r.head + 1) & (len(r.buf) - 1)
-	r.n--
-	r.base++
-}
-
-// rateCounter counts events in rateBuckets buckets that together span a RateWindow.
-type rateCounter struct {
-	counts [rateBuckets]int
-	epochs [rateBuckets]int64
-}
-
-const rateBuckets = 10
-
-func bucketOf(now time.Time, window time.Duration) int64 {
-	return now.UnixNano() / max(int64(window)/rateBuckets, 1)
-}
-
-func (c *rateCounter) add(now time.Time, window time.Duration) {
-	e := bucketOf(now, window)
-	i := int(e % rateBuckets)
-	if c.epochs[i] != e {
-		c.epochs[i], c.counts[i] = e, 0
-	}
-	c.counts[i]++
-}
-
-// sum returns the events of the last window (whole buckets, the current one included).
-func (c *rateCounter) sum(now time.Time, window time.Duration) int {
-	e := bucketOf(now, window)
-	n := 0
-	for i := range rateBuckets {
-		if e-c.epochs[i] < rateBuckets {
-			n += c.counts[i]
-		}
-	}
-	return n
 }

@@ -45,8 +45,8 @@ func (m *Mode) UnmarshalText(text []byte) error {
 
 // Config configures a Gate. Zero (or negative) values are the documented defaults. Floor and Max
 // apply to the Adaptive and ReferenceMode modes, Widen and RelaxAfter to ReferenceMode only, the
-// rest to Adaptive only (the package documentation says what each does and why its default is
-// what it is).
+// rest to Adaptive only (docs/gate-design.md says what each does and why its default is what it
+// is).
 type Config struct {
 	Mode       Mode          // default Adaptive
 	Floor      time.Duration // lowest spacing, never relaxed away; default 0 (an idle gate never waits)
@@ -141,7 +141,7 @@ func (c Config) withDefaults() Config {
 //
 // Config.Mode chooses the pacing, one controller per mode:
 //   - Adaptive (the default): a window of upgrades in flight grown by slow start, and a spacing
-//     between starts that converges on the rate the origin accepts (see the package documentation).
+//     between starts that converges on the rate the origin accepts (see the package rules).
 //   - ReferenceMode: the reference design: a spacing from Floor, widened to Widen and doubled up
 //     to Max on a rejection, halved after RelaxAfter successes in a row.
 //   - Fixed: starts are Floor apart, forever; outcomes are counted and change nothing.
@@ -310,3 +310,6 @@ func (g *Gate) Snapshot() Snapshot {
 	s.Failures = g.failures.Load()
 	return s
 }
+
+// listen is how long an Adaptive gate that just became busy doubts that its peers are idle.
+func (c *Config) listen() time.Duration { return c.ReportInterval / 10 }
