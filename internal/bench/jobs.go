@@ -99,7 +99,7 @@ func runJobsScenario(ctx context.Context, cfg Config, srv *codextest.Server, nc 
 			ld.latencies = append(ld.latencies, time.Since(submitAt[i]))
 		}
 		ld.mu.Unlock()
-		prog.add()
+		prog.Add(err != nil)
 		n := int(nDone.Add(1))
 		for _, p := range []int{10, 50, 90} {
 			if n == total*p/100 && len(rssAt) < 3 {
