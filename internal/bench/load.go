@@ -36,8 +36,14 @@ func (ld *load) done(start time.Time, prog *progress.Meter) {
 func (ld *load) call(ctx context.Context, i int, fn func(ctx context.Context, i int) error, prog *progress.Meter) {
 	t0 := time.Now()
 	err := fn(ctx, i)
-	d := time.Since(t0)
+	ld.record(err, time.Since(t0))
+	prog.Add(err != nil)
+}
+
+// record counts one request's outcome: its error, or its latency d.
+func (ld *load) record(err error, d time.Duration) {
 	ld.mu.Lock()
+	defer ld.mu.Unlock()
 	if err != nil {
 		ld.failed++
 		ld.errors[errorKey(err)]++
@@ -45,8 +51,6 @@ func (ld *load) call(ctx context.Context, i int, fn func(ctx context.Context, i 
 		ld.ok++
 		ld.latencies = append(ld.latencies, d)
 	}
-	ld.mu.Unlock()
-	prog.Add(err != nil)
 }
 
 // drive runs total calls of fn, conc at a time, and measures them.
