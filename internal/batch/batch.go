@@ -170,9 +170,10 @@ func (b *Batch) progressConfig() progress.Config {
 		Line: func(s progress.Status) string {
 			return fmt.Sprintf("batch: %d/%d done, %d failed, %.1f jobs/s, %s left", s.Done, s.Total, s.Failed, s.Rate(), s.Left())
 		},
-		FinalLine: true,
-		FullWidth: true,
-		Keep:      true,
+		FinalLine:   true,
+		FullWidth:   true,
+		Keep:        true,
+		DrawAtStart: true,
 	}
 }
 

@@ -34,6 +34,9 @@ type Config struct {
 	FullWidth bool
 	// Keep leaves the finished bar on the screen, followed by a newline (default: cleared).
 	Keep bool
+	// DrawAtStart draws the bar (at Initial) in New, before any item finishes; default: at
+	// the first Add.
+	DrawAtStart bool
 }
 
 // Status is where a run stands, as Label and Line see it.
@@ -115,7 +118,9 @@ func newBar(w io.Writer, cfg Config, label string) *progressbar.ProgressBar {
 		opts = append(opts, progressbar.OptionClearOnFinish())
 	}
 	bar := progressbar.NewOptions(cfg.Total, opts...)
-	_ = bar.Set(cfg.Initial) // draws the bar at once
+	if cfg.DrawAtStart || cfg.Initial > 0 {
+		_ = bar.Set(cfg.Initial) // draws the bar
+	}
 	return bar
 }
 
