@@ -49,16 +49,21 @@ type benchOptions struct {
 	minSpeedup float64
 }
 
+// benchLists are the bench flags that are parsed into benchOptions after the flags are.
+type benchLists struct {
+	workers, conc, modes, sched, scopes, accountsFile, acctCounts string
+}
+
 // benchFlags binds the bench flags to benchOptions; finish validates after parsing.
 func benchFlags(fs *flags) (*benchOptions, func() error) {
-	o := &benchOptions{}
+	o, l := &benchOptions{}, &benchLists{}
 	cfg := &o.Config
 	fs.StringVar(&cfg.NATSURL, "nats", "", "join this NATS server (default: start an embedded one)")
-	workersFlag := fs.String("workers", "1", "worker processes; a comma list runs a sweep (e.g. 1,2,4)")
+	fs.StringVar(&l.workers, "workers", "1", "worker processes; a comma list runs a sweep (e.g. 1,2,4)")
 	fs.IntVar(&cfg.Requests, "requests", 0, "requests per scenario (0 = --rounds x --concurrency)")
 	fs.IntVar(&cfg.Rounds, "rounds", 1, "with --requests 0: requests per scenario = rounds x concurrency")
-	conc := fs.String("concurrency", "30", "requests in flight; a comma list runs a sweep (e.g. 1,10,100)")
-	modes := fs.String("compare", "adaptive", "gate modes to run side by side: any of adaptive,reference,fixed,off")
+	fs.StringVar(&l.conc, "concurrency", "30", "requests in flight; a comma list runs a sweep (e.g. 1,10,100)")
+	fs.StringVar(&l.modes, "compare", "adaptive", "gate modes to run side by side: any of adaptive,reference,fixed,off")
 	fs.DurationVar(&cfg.FixedSpacing, "fixed-spacing", time.Second, "the spacing of the fixed mode (the reference proxy's 1s)")
 	fs.BoolVar(&cfg.Reuse, "reuse", true, "let workers reuse completed sockets (CODEXPOOL_WS_REUSE)")
 	fs.IntVar(&cfg.MaxInflight, "max-inflight", 2048, "CODEXPOOL_MAX_INFLIGHT of each worker")
@@ -71,77 +76,107 @@ func benchFlags(fs *flags) (*benchOptions, func() error) {
 	fs.Float64Var(&o.minSpeedup, "min-speedup", 0, "fail unless the last --compare mode's req/s is at least this many times the first's, at every concurrency (CI check)")
 	fs.DurationVar(&cfg.Duration, "duration", 0, "open-loop load for this long at --rate (instead of --requests at --concurrency)")
 	fs.Float64Var(&cfg.Rate, "rate", 10, "arrivals per second with --duration")
-	sched := fs.String("limit-schedule", "", "change the origin's upgrade limit during the load, e.g. \"20s:50/50,40s:5/5\" (offset:rate/burst)")
+	fs.StringVar(&l.sched, "limit-schedule", "", "change the origin's upgrade limit during the load, e.g. \"20s:50/50,40s:5/5\" (offset:rate/burst)")
 	fs.BoolVar(&o.timeline, "timeline", false, "print upgrades accepted/rejected per second")
-	scopes := fs.String("scopes", "", "run every scenario once per gate scope, side by side: a comma list of process and a shared scope (e.g. process,host)")
+	fs.StringVar(&l.scopes, "scopes", "", "run every scenario once per gate scope, side by side: a comma list of process and a shared scope (e.g. process,host)")
 	fs.IntVar(&cfg.GateFlood, "gate-flood", 0, "publish this many bogus gate-state messages per second to each shared scenario's gate subject during its load")
 	fs.BoolVar(&cfg.Jobs, "jobs", false, "also run every scenario as a batch of durable jobs (JetStream), side by side with codex.generate")
-	accountsFile := fs.String("accounts", "", "the simulator's accounts file (as for sim --accounts; every account needs a token); the workers get them as CODEXPOOL_ACCOUNTS")
-	acctCounts := fs.String("account-counts", "", "with --accounts: run each scenario with the workers using the first N accounts, for each N of this comma list (e.g. 1,2; default all)")
+	fs.StringVar(&l.accountsFile, "accounts", "", "the simulator's accounts file (as for sim --accounts; every account needs a token); the workers get them as CODEXPOOL_ACCOUNTS")
+	fs.StringVar(&l.acctCounts, "account-counts", "", "with --accounts: run each scenario with the workers using the first N accounts, for each N of this comma list (e.g. 1,2; default all)")
 	cfg.Sim = codextest.Options{Latency: time.Second}
 	bindSimFlags(fs.FlagSet, &cfg.Sim)
-	return o, func() error {
-		var err error
-		if *accountsFile != "" {
-			if cfg.Accounts, err = codextest.LoadAccounts(*accountsFile); err != nil {
-				return fmt.Errorf("--accounts: %v", err)
-			}
-		}
-		if *acctCounts != "" {
-			if *accountsFile == "" {
-				return fmt.Errorf("--account-counts needs --accounts")
-			}
-			if cfg.AccountCounts, err = bench.ParseCounts(*acctCounts); err != nil {
-				return fmt.Errorf("--account-counts: %v", err)
-			}
-		}
-		if cfg.Schedule, err = bench.ParseSchedule(*sched); err != nil {
-			return fmt.Errorf("--limit-schedule: %v", err)
-		}
-		if cfg.Duration < 0 || (cfg.Duration > 0 && cfg.Rate <= 0) {
-			return fmt.Errorf("--duration needs a positive --rate")
-		}
-		if cfg.WorkerCounts, err = bench.ParseCounts(*workersFlag); err != nil {
-			return fmt.Errorf("--workers: %v", err)
-		}
-		cfg.Workers = cfg.WorkerCounts[0]
-		if cfg.Concurrency, err = bench.ParseCounts(*conc); err != nil {
-			return fmt.Errorf("--concurrency: %v", err)
-		}
-		cfg.Scopes = nil
-		if *scopes != "" {
-			for _, sc := range strings.Split(*scopes, ",") {
-				if sc = strings.TrimSpace(sc); sc == "" {
-					return fmt.Errorf("--scopes: empty scope in %q", *scopes)
-				}
-				cfg.Scopes = append(cfg.Scopes, sc)
-			}
-		}
-		if cfg.GateFlood < 0 {
-			return fmt.Errorf("--gate-flood must be >= 0")
-		}
-		cfg.Modes = nil
-		for _, m := range strings.Split(*modes, ",") {
-			m = strings.TrimSpace(m)
-			if _, err := gate.ParseMode(m); err != nil || m == "" {
-				return fmt.Errorf("--compare: unknown gate mode %q: %v", m, err)
-			}
-			cfg.Modes = append(cfg.Modes, m)
-		}
-		switch {
-		case cfg.Requests < 0:
-			return fmt.Errorf("--requests must be >= 0")
-		case cfg.Rounds < 1:
-			return fmt.Errorf("--rounds must be at least 1")
-		case cfg.Timeout <= 0:
-			return fmt.Errorf("--timeout must be positive")
-		case cfg.MaxInflight < 1:
-			return fmt.Errorf("--max-inflight must be at least 1")
-		case o.minSpeedup > 0 && len(cfg.Modes) < 2:
-			return fmt.Errorf("--min-speedup needs two modes in --compare")
-		}
-		return nil
+	return o, func() error { return l.apply(o) }
+}
+
+// apply parses the lists into o and checks the flags together, in the order of their help.
+func (l *benchLists) apply(o *benchOptions) error {
+	cfg := &o.Config
+	var err error
+	if err := l.applyAccounts(cfg); err != nil {
+		return err
 	}
+	if cfg.Schedule, err = bench.ParseSchedule(l.sched); err != nil {
+		return fmt.Errorf("--limit-schedule: %v", err)
+	}
+	if cfg.Duration < 0 || (cfg.Duration > 0 && cfg.Rate <= 0) {
+		return fmt.Errorf("--duration needs a positive --rate")
+	}
+	if cfg.WorkerCounts, err = bench.ParseCounts(l.workers); err != nil {
+		return fmt.Errorf("--workers: %v", err)
+	}
+	cfg.Workers = cfg.WorkerCounts[0]
+	if cfg.Concurrency, err = bench.ParseCounts(l.conc); err != nil {
+		return fmt.Errorf("--concurrency: %v", err)
+	}
+	if cfg.Scopes, err = parseScopes(l.scopes); err != nil {
+		return err
+	}
+	if cfg.GateFlood < 0 {
+		return fmt.Errorf("--gate-flood must be >= 0")
+	}
+	if cfg.Modes, err = parseModes(l.modes); err != nil {
+		return err
+	}
+	switch {
+	case cfg.Requests < 0:
+		return fmt.Errorf("--requests must be >= 0")
+	case cfg.Rounds < 1:
+		return fmt.Errorf("--rounds must be at least 1")
+	case cfg.Timeout <= 0:
+		return fmt.Errorf("--timeout must be positive")
+	case cfg.MaxInflight < 1:
+		return fmt.Errorf("--max-inflight must be at least 1")
+	case o.minSpeedup > 0 && len(cfg.Modes) < 2:
+		return fmt.Errorf("--min-speedup needs two modes in --compare")
+	}
+	return nil
+}
+
+// applyAccounts loads --accounts and parses --account-counts.
+func (l *benchLists) applyAccounts(cfg *bench.Config) error {
+	var err error
+	if l.accountsFile != "" {
+		if cfg.Accounts, err = codextest.LoadAccounts(l.accountsFile); err != nil {
+			return fmt.Errorf("--accounts: %v", err)
+		}
+	}
+	if l.acctCounts != "" {
+		if l.accountsFile == "" {
+			return fmt.Errorf("--account-counts needs --accounts")
+		}
+		if cfg.AccountCounts, err = bench.ParseCounts(l.acctCounts); err != nil {
+			return fmt.Errorf("--account-counts: %v", err)
+		}
+	}
+	return nil
+}
+
+// parseScopes parses --scopes: a comma list of gate scopes, none empty ("" = none).
+func parseScopes(list string) ([]string, error) {
+	if list == "" {
+		return nil, nil
+	}
+	var out []string
+	for _, sc := range strings.Split(list, ",") {
+		if sc = strings.TrimSpace(sc); sc == "" {
+			return nil, fmt.Errorf("--scopes: empty scope in %q", list)
+		}
+		out = append(out, sc)
+	}
+	return out, nil
+}
+
+// parseModes parses --compare: a comma list of gate modes.
+func parseModes(list string) ([]string, error) {
+	var out []string
+	for _, m := range strings.Split(list, ",") {
+		m = strings.TrimSpace(m)
+		if _, err := gate.ParseMode(m); err != nil || m == "" {
+			return nil, fmt.Errorf("--compare: unknown gate mode %q: %v", m, err)
+		}
+		out = append(out, m)
+	}
+	return out, nil
 }
 
 // benchMain runs the engine with this binary as the workers' and reports as asked.

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
+	"github.com/codexpool/codexpool/internal/progress"
 	"github.com/codexpool/codexpool/queue"
 	"github.com/codexpool/codexpool/queue/client"
 	"github.com/codexpool/codexpool/schemas"
@@ -42,12 +43,9 @@ type JobsResult struct {
 
 // runJobsScenario submits the scenario's requests as durable jobs to fresh workers (on a stream,
 // consumer and bucket of their own) and waits for every result.
-func runJobsScenario(ctx context.Context, cfg Config, srv *codextest.Server, nc *nats.Conn, natsURL, mode string, conc int) (Result, error) {
+func runJobsScenario(ctx context.Context, cfg Config, rg *rig, mode string, conc int) (Result, error) {
 	res := Result{Mode: mode + "+jobs", Workers: cfg.Workers, Concurrency: conc, Jobs: &JobsResult{Slots: cfg.Workers * cfg.MaxInflight}}
-	total := cfg.Requests
-	if total <= 0 {
-		total = max(cfg.Rounds, 1) * conc
-	}
+	total := scenarioTotal(cfg, conc)
 	res.Requests = total
 	tag := strings.ToLower(nuid.Next())
 	jobsSubject := "codexpool.bench.jobs." + tag
@@ -55,93 +53,133 @@ func runJobsScenario(ctx context.Context, cfg Config, srv *codextest.Server, nc 
 	cfg.WorkerEnv = append(append([]string(nil), cfg.WorkerEnv...),
 		"CODEXPOOL_JOBS=on", "CODEXPOOL_JOBS_SUBJECT="+jobsSubject, "CODEXPOOL_JOBS_STREAM="+stream,
 		"CODEXPOOL_RESULTS_BUCKET="+bucket, "CODEXPOOL_RESULTS_TTL=1h")
-	subject := "codexpool.bench." + tag
-	procs, err := startWorkers(ctx, cfg, natsURL, subject, srv.URL, mode)
+	p, err := startPool(ctx, cfg, rg, mode, "codexpool.bench."+tag)
 	if err != nil {
 		return res, err
 	}
-	defer stopWorkers(procs)
-	if err := waitServing(ctx, nc, subject, cfg.Workers, procs); err != nil {
-		return res, err
-	}
-	defer cleanupJobs(nc, stream, bucket)
-	srv.ResetStats()
-	words := cfg.Sim.Words
-	if words == 0 {
-		words = 8
-	}
-	prompt := func(i int) string { return fmt.Sprintf("bench job %d of scenario %s/%d", i, mode, conc) }
+	defer p.stop()
+	defer cleanupJobs(rg.nc, stream, bucket)
 
-	cl := client.New(nc, client.Options{JobsSubject: jobsSubject, ResultsBucket: bucket})
-	prog := newProgress(cfg.Progress, cfg.Quiet, total, fmt.Sprintf("%-9s c=%-4d", res.Mode, conc))
-	ld := newLoad(total)
-	var (
-		mu       sync.Mutex
-		finished = make([]bool, total)
-		nDone    atomic.Int64
-		allDone  = make(chan struct{})
-		submitAt = make([]time.Time, total)
-		rssAt    = []float64{}
-	)
-	record := func(i int, err error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if i < 0 || i >= total || finished[i] {
-			return
-		}
-		finished[i] = true
-		ld.mu.Lock()
-		if err != nil {
-			ld.failed++
-			ld.errors[errorKey(err)]++
-		} else {
-			ld.ok++
-			ld.latencies = append(ld.latencies, time.Since(submitAt[i]))
-		}
-		ld.mu.Unlock()
-		prog.add()
-		n := int(nDone.Add(1))
-		for _, p := range []int{10, 50, 90} {
-			if n == total*p/100 && len(rssAt) < 3 {
-				var sum int64
-				for _, pr := range procs {
-					sum += RSS(pr.cmd.Process.Pid)
-				}
-				rssAt = append(rssAt, float64(sum)/(1<<20))
-			}
-		}
-		if n == total {
-			close(allDone)
-		}
+	jr := &jobsRun{
+		p: p, total: total, words: simWords(cfg),
+		cl:       client.New(rg.nc, client.Options{JobsSubject: jobsSubject, ResultsBucket: bucket}),
+		prompt:   func(i int) string { return fmt.Sprintf("bench job %d of scenario %s/%d", i, mode, conc) },
+		prog:     newProgress(cfg.Progress, cfg.Quiet, total, fmt.Sprintf("%-9s c=%-4d", res.Mode, conc)),
+		ld:       newLoad(total),
+		finished: make([]bool, total),
+		submitAt: make([]time.Time, total),
+		rssAt:    []float64{},
+		allDone:  make(chan struct{}),
 	}
+	if err := jr.measure(ctx, cfg.Timeout, stream, res.Jobs); err != nil {
+		return res, err
+	}
+	jr.ld.fill(&res)
+	res.Jobs.RSSMB = jr.rssAt
+	for _, st := range workerJobStats(ctx, rg.nc, p.subject) {
+		res.Jobs.Redelivered += st.Redelivered
+	}
+	p.originFigures(ctx, &res)
+	return res, ctx.Err()
+}
+
+// jobsRun is one durable-jobs scenario's load: which jobs finished, when each was submitted,
+// and the workers' memory at 10, 50 and 90 % done.
+type jobsRun struct {
+	p      *pool
+	cl     *client.Client
+	total  int
+	words  int
+	prompt func(i int) string // the prompt of job i
+	prog   *progress.Meter
+	ld     *load
+
+	mu       sync.Mutex
+	finished []bool
+	nDone    int
+	submitAt []time.Time
+	rssAt    []float64
+	allDone  chan struct{} // closed when every job finished
+}
+
+// measure submits every job, waits for the results (live, then stored) and samples the
+// consumer and workers meanwhile into jr.
+func (jr *jobsRun) measure(ctx context.Context, timeout time.Duration, stream string, res *JobsResult) error {
+	nc := jr.p.rig.nc
 	inbox := nc.NewRespInbox()
-	sub, err := nc.Subscribe(inbox, func(m *nats.Msg) {
-		id := m.Header.Get(schemas.HeaderJobID)
-		i, err := strconv.Atoi(strings.TrimPrefix(id, "j"))
-		if err != nil {
-			return
-		}
-		record(i, checkAnswer(m.Data, codextest.Answer(prompt(i), words)))
-	})
+	sub, err := nc.Subscribe(inbox, jr.onReply)
 	if err != nil {
-		return res, fmt.Errorf("bench: subscribe: %w", err)
+		return fmt.Errorf("bench: subscribe: %w", err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
 	if err := sub.SetPendingLimits(-1, -1); err != nil {
-		return res, err
+		return err
 	}
 	if err := nc.Flush(); err != nil {
-		return res, err
+		return err
 	}
-
 	stopSampling := make(chan struct{})
-	sampled := make(chan struct{})
-	go func() {
-		defer close(sampled)
-		sampleJobs(ctx, nc, stream, subject, res.Jobs, stopSampling)
-	}()
+	var sampling sync.WaitGroup
+	sampling.Go(func() { sampleJobs(ctx, nc, stream, jr.p.subject, res, stopSampling) })
+	defer sampling.Wait()
+	defer close(stopSampling)
 
 	start := time.Now()
+	if err := jr.submit(ctx, inbox); err != nil {
+		return fmt.Errorf("bench: submit: %w", err)
+	}
+	t := time.NewTimer(timeout + time.Duration(jr.total)*time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-jr.allDone:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	jr.collectStored(ctx)
+	jr.ld.done(start, jr.prog)
+	return nil
+}
+
+// onReply records a live result on the scenario's inbox.
+func (jr *jobsRun) onReply(m *nats.Msg) {
+	i, err := strconv.Atoi(strings.TrimPrefix(m.Header.Get(schemas.HeaderJobID), "j"))
+	if err != nil {
+		return
+	}
+	jr.record(i, checkAnswer(m.Data, codextest.Answer(jr.prompt(i), jr.words)))
+}
+
+// record counts job i's outcome, once.
+func (jr *jobsRun) record(i int, err error) {
+	jr.mu.Lock()
+	defer jr.mu.Unlock()
+	if i < 0 || i >= jr.total || jr.finished[i] {
+		return
+	}
+	jr.finished[i] = true
+	var d time.Duration
+	if err == nil {
+		d = time.Since(jr.submitAt[i])
+	}
+	jr.ld.record(err, d)
+	jr.prog.Add(err != nil)
+	jr.nDone++
+	for _, p := range []int{10, 50, 90} {
+		if jr.nDone == jr.total*p/100 && len(jr.rssAt) < 3 {
+			var sum int64
+			for _, pr := range jr.p.procs {
+				sum += RSS(pr.cmd.Process.Pid)
+			}
+			jr.rssAt = append(jr.rssAt, float64(sum)/(1<<20))
+		}
+	}
+	if jr.nDone == jr.total {
+		close(jr.allDone)
+	}
+}
+
+// submit publishes every job, 8 at a time, with the scenario's inbox for the live results.
+func (jr *jobsRun) submit(ctx context.Context, inbox string) error {
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	submitErr := make(chan error, 8)
@@ -149,14 +187,14 @@ func runJobsScenario(ctx context.Context, cfg Config, srv *codextest.Server, nc 
 		wg.Go(func() {
 			for {
 				i := int(next.Add(1)) - 1
-				if i >= total || ctx.Err() != nil {
+				if i >= jr.total || ctx.Err() != nil {
 					return
 				}
-				body, _ := json.Marshal(map[string]any{"input": prompt(i)})
-				mu.Lock()
-				submitAt[i] = time.Now()
-				mu.Unlock()
-				if _, err := cl.Submit(ctx, body, client.SubmitOptions{ID: "j" + strconv.Itoa(i), ReplyTo: inbox}); err != nil {
+				body, _ := json.Marshal(map[string]any{"input": jr.prompt(i)})
+				jr.mu.Lock()
+				jr.submitAt[i] = time.Now()
+				jr.mu.Unlock()
+				if _, err := jr.cl.Submit(ctx, body, client.SubmitOptions{ID: "j" + strconv.Itoa(i), ReplyTo: inbox}); err != nil {
 					submitErr <- err
 					return
 				}
@@ -165,48 +203,29 @@ func runJobsScenario(ctx context.Context, cfg Config, srv *codextest.Server, nc 
 	}
 	wg.Wait()
 	close(submitErr)
-	if err := <-submitErr; err != nil {
-		close(stopSampling)
-		<-sampled
-		return res, fmt.Errorf("bench: submit: %w", err)
-	}
-	timeout := time.NewTimer(cfg.Timeout + time.Duration(total)*time.Millisecond)
-	defer timeout.Stop()
-	select {
-	case <-allDone:
-	case <-timeout.C:
-	case <-ctx.Done():
-	}
-	// Live replies are best effort: take what is missing from the bucket.
-	for i := range total {
-		mu.Lock()
-		f := finished[i]
-		mu.Unlock()
+	return <-submitErr
+}
+
+// collectStored takes the results whose live reply did not come from the bucket (live
+// replies are best effort).
+func (jr *jobsRun) collectStored(ctx context.Context) {
+	for i := range jr.total {
+		jr.mu.Lock()
+		f := jr.finished[i]
+		jr.mu.Unlock()
 		if f {
 			continue
 		}
-		r, err := cl.Result(ctx, "j"+strconv.Itoa(i))
+		r, err := jr.cl.Result(ctx, "j"+strconv.Itoa(i))
 		switch {
 		case err == nil:
-			record(i, checkAnswer(r.Response, codextest.Answer(prompt(i), words)))
+			jr.record(i, checkAnswer(r.Response, codextest.Answer(jr.prompt(i), jr.words)))
 		case err == client.ErrNoResult:
-			record(i, fmt.Errorf("no result"))
+			jr.record(i, fmt.Errorf("no result"))
 		default:
-			record(i, err)
+			jr.record(i, err)
 		}
 	}
-	ld.done(start, prog)
-	close(stopSampling)
-	<-sampled
-	ld.fill(&res)
-	res.Jobs.RSSMB = rssAt
-	for _, st := range workerJobStats(ctx, nc, subject) {
-		res.Jobs.Redelivered += st.Redelivered
-	}
-	sst := srv.Stats()
-	res.Upgrades, res.Rejected, res.Rejected403, res.Reused = sst.UpgradesAccepted, sst.UpgradesRejected, sst.Rejected403, sst.ReusedResponses
-	res.GateWaitMS = gateWait(ctx, nc, subject).Milliseconds()
-	return res, ctx.Err()
 }
 
 // checkAnswer checks a result body is the simulator's answer.

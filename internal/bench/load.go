@@ -4,14 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/schollz/progressbar/v3"
-	"golang.org/x/term"
+	"github.com/codexpool/codexpool/internal/progress"
 )
 
 // load is what drive measured.
@@ -28,18 +26,24 @@ func newLoad(total int) *load {
 }
 
 // done ends the measurement that began at start.
-func (ld *load) done(start time.Time, prog *progress) {
+func (ld *load) done(start time.Time, prog *progress.Meter) {
 	ld.wall = time.Since(start)
-	prog.finish()
+	prog.Finish()
 	slices.Sort(ld.latencies)
 }
 
 // call runs fn for request i, times it and records the outcome.
-func (ld *load) call(ctx context.Context, i int, fn func(ctx context.Context, i int) error, prog *progress) {
+func (ld *load) call(ctx context.Context, i int, fn func(ctx context.Context, i int) error, prog *progress.Meter) {
 	t0 := time.Now()
 	err := fn(ctx, i)
-	d := time.Since(t0)
+	ld.record(err, time.Since(t0))
+	prog.Add(err != nil)
+}
+
+// record counts one request's outcome: its error, or its latency d.
+func (ld *load) record(err error, d time.Duration) {
 	ld.mu.Lock()
+	defer ld.mu.Unlock()
 	if err != nil {
 		ld.failed++
 		ld.errors[errorKey(err)]++
@@ -47,12 +51,10 @@ func (ld *load) call(ctx context.Context, i int, fn func(ctx context.Context, i 
 		ld.ok++
 		ld.latencies = append(ld.latencies, d)
 	}
-	ld.mu.Unlock()
-	prog.add()
 }
 
 // drive runs total calls of fn, conc at a time, and measures them.
-func drive(ctx context.Context, total, conc int, prog *progress, fn func(ctx context.Context, i int) error) *load {
+func drive(ctx context.Context, total, conc int, prog *progress.Meter, fn func(ctx context.Context, i int) error) *load {
 	var (
 		next atomic.Int64
 		wg   sync.WaitGroup
@@ -88,60 +90,21 @@ func (ld *load) fill(r *Result) {
 	}
 }
 
-// progress shows a progress bar on a terminal and a line every few seconds elsewhere (CI logs).
-type progress struct {
-	bar   *progressbar.ProgressBar
-	w     io.Writer
-	desc  string
-	total int
-	done  atomic.Int64
-	last  atomic.Int64 // unix nanos of the last line printed (non-terminal)
-	start time.Time
-}
-
-func newProgress(w io.Writer, quiet bool, total int, desc string) *progress {
-	p := &progress{w: w, desc: desc, total: total, start: time.Now()}
-	if quiet {
-		p.w = nil
-		return p
-	}
-	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-		p.bar = progressbar.NewOptions(total,
-			progressbar.OptionSetWriter(w),
-			progressbar.OptionSetDescription(desc),
-			progressbar.OptionShowCount(),
-			progressbar.OptionShowIts(),
-			progressbar.OptionSetItsString("req"),
-			progressbar.OptionThrottle(100*time.Millisecond),
-			progressbar.OptionClearOnFinish(),
-		)
-	}
-	p.last.Store(p.start.UnixNano())
-	return p
-}
-
-func (p *progress) add() {
-	n := p.done.Add(1)
-	switch {
-	case p.bar != nil:
-		_ = p.bar.Add(1)
-	case p.w != nil:
-		now := time.Now().UnixNano()
-		if last := p.last.Load(); now-last > int64(3*time.Second) && p.last.CompareAndSwap(last, now) {
-			fmt.Fprintf(p.w, "bench: %s %d/%d done (%.0fs)\n", p.desc, n, p.total, time.Since(p.start).Seconds())
-		}
-	}
-}
-
-func (p *progress) finish() {
-	if p.bar != nil {
-		_ = p.bar.Finish()
-	}
+// newProgress is a scenario's progress display, labelled desc.
+func newProgress(w io.Writer, quiet bool, total int, desc string) *progress.Meter {
+	return progress.New(w, quiet, progress.Config{
+		Total: total,
+		Unit:  "req",
+		Label: func(progress.Status) string { return desc },
+		Line: func(s progress.Status) string {
+			return fmt.Sprintf("bench: %s %d/%d done (%.0fs)", desc, s.Done, s.Total, s.Elapsed.Seconds())
+		},
+	})
 }
 
 // driveOpen starts total calls of fn at a fixed arrival rate (open loop: arrivals do not wait
 // for earlier calls), then waits for all of them.
-func driveOpen(ctx context.Context, rate float64, total int, prog *progress, fn func(ctx context.Context, i int) error) *load {
+func driveOpen(ctx context.Context, rate float64, total int, prog *progress.Meter, fn func(ctx context.Context, i int) error) *load {
 	var (
 		wg sync.WaitGroup
 		ld = newLoad(total)

@@ -106,89 +106,30 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 	if len(cfg.Accounts) > 0 {
 		cfg.Sim.Accounts = cfg.Accounts
 	}
-	srv, err := codextest.Listen("127.0.0.1:0", cfg.Sim)
+	rg, err := startRig(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("bench: start simulator: %w", err)
+		return nil, err
 	}
-	defer srv.Close()
-
-	url := cfg.NATSURL
-	if url == "" {
-		var opts []queue.EmbeddedOption
-		if cfg.Jobs {
-			dir, err := os.MkdirTemp("", "codexpool-bench-js")
-			if err != nil {
-				return nil, fmt.Errorf("bench: %w", err)
-			}
-			defer os.RemoveAll(dir)
-			opts = append(opts, queue.WithJetStream(dir))
-		}
-		ns, err := queue.StartEmbedded("127.0.0.1:0", nil, opts...)
-		if err != nil {
-			return nil, fmt.Errorf("bench: start embedded NATS: %w", err)
-		}
-		defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
-		url = ns.ClientURL()
-	}
-	nc, err := nats.Connect(url, nats.Name("codexpool bench"))
-	if err != nil {
-		return nil, fmt.Errorf("bench: connect to NATS at %s: %w", url, err)
-	}
-	defer nc.Close()
-
-	var results []Result
-	workers := cfg.WorkerCounts
-	if len(workers) == 0 {
-		workers = []int{cfg.Workers}
-	}
+	defer rg.close()
 	dir, err := os.MkdirTemp("", "codexpool-bench")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	scopes := cfg.Scopes
-	if len(scopes) == 0 {
-		scopes = []string{""}
-	}
-	for _, mode := range cfg.Modes {
-		for _, n := range workers {
-			for _, k := range accountCounts(cfg) {
-				for _, c := range cfg.Concurrency {
-					for _, scope := range scopes {
-						if err := ctx.Err(); err != nil {
-							return results, err
-						}
-						sc := cfg
-						sc.Workers, sc.scope = n, scope
-						if k > 0 {
-							if sc.accountsFile, err = writeAccountsFile(dir, cfg.Accounts, k); err != nil {
-								return results, err
-							}
-						}
-						r, err := runScenario(ctx, sc, srv, nc, url, mode, c)
-						r.Accounts = k
-						if err != nil {
-							return results, err
-						}
-						results = append(results, r)
-						if cfg.Jobs && cfg.Duration == 0 {
-							j, err := runJobsScenario(ctx, sc, srv, nc, url, mode, c)
-							if err != nil {
-								return results, err
-							}
-							if r.ReqPerSec > 0 {
-								j.Jobs.OfGenerate = j.ReqPerSec / r.ReqPerSec
-							}
-							results = append(results, j)
-						}
-					}
-				}
-			}
+	var results []Result
+	for _, sp := range plan(cfg) {
+		if err := ctx.Err(); err != nil {
+			return results, err
+		}
+		rs, err := runSpec(ctx, cfg, rg, dir, sp)
+		results = append(results, rs...)
+		if err != nil {
+			return results, err
 		}
 	}
 	if cfg.Baseline {
 		for _, c := range cfg.Concurrency {
-			r, err := runEcho(ctx, cfg, nc, c)
+			r, err := runEcho(ctx, cfg, rg.nc, c)
 			if err != nil {
 				return results, err
 			}
@@ -198,52 +139,109 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 	return results, nil
 }
 
-func runScenario(ctx context.Context, cfg Config, srv *codextest.Server, nc *nats.Conn, natsURL, mode string, conc int) (Result, error) {
-	res := Result{Mode: mode, Workers: cfg.Workers, Concurrency: conc}
-	var floodSubject string
-	if cfg.scope != "" {
-		res.Mode = mode + "/" + cfg.scope
-		scope := cfg.scope
-		if scope != "process" {
-			scope += "-" + strings.ToLower(nuid.Next()) // this row's gates only
-			floodSubject, _ = queue.GateScopeSubject(scope, worker.AccountIdentity("", simToken(cfg)))
+// spec is one scenario of a run.
+type spec struct {
+	mode                    string
+	workers, accounts, conc int
+	scope                   string
+}
+
+// plan lists the scenarios of cfg in the order they run: by mode, workers, accounts,
+// concurrency, then scope.
+func plan(cfg Config) []spec {
+	workers := cfg.WorkerCounts
+	if len(workers) == 0 {
+		workers = []int{cfg.Workers}
+	}
+	scopes := cfg.Scopes
+	if len(scopes) == 0 {
+		scopes = []string{""}
+	}
+	var out []spec
+	for _, mode := range cfg.Modes {
+		for _, n := range workers {
+			for _, k := range accountCounts(cfg) {
+				for _, c := range cfg.Concurrency {
+					for _, scope := range scopes {
+						out = append(out, spec{mode: mode, workers: n, accounts: k, conc: c, scope: scope})
+					}
+				}
+			}
 		}
-		cfg.WorkerEnv = append(append([]string(nil), cfg.WorkerEnv...), "CODEXPOOL_GATE_SCOPE="+scope)
 	}
-	total := cfg.Requests
-	if total <= 0 {
-		total = max(cfg.Rounds, 1) * conc
+	return out
+}
+
+// runSpec runs one scenario, and its durable-jobs twin with cfg.Jobs (closed loop only); it
+// returns the rows measured before any error.
+func runSpec(ctx context.Context, cfg Config, rg *rig, dir string, sp spec) ([]Result, error) {
+	sc := cfg
+	sc.Workers, sc.scope = sp.workers, sp.scope
+	if sp.accounts > 0 {
+		var err error
+		if sc.accountsFile, err = writeAccountsFile(dir, cfg.Accounts, sp.accounts); err != nil {
+			return nil, err
+		}
 	}
+	r, err := runScenario(ctx, sc, rg, sp.mode, sp.conc)
+	r.Accounts = sp.accounts
+	if err != nil {
+		return nil, err
+	}
+	if !cfg.Jobs || cfg.Duration != 0 {
+		return []Result{r}, nil
+	}
+	j, err := runJobsScenario(ctx, sc, rg, sp.mode, sp.conc)
+	if err != nil {
+		return []Result{r}, err
+	}
+	if r.ReqPerSec > 0 {
+		j.Jobs.OfGenerate = j.ReqPerSec / r.ReqPerSec
+	}
+	return []Result{r, j}, nil
+}
+
+// withScope gives the workers cfg.scope as their gate scope (a shared one made unique to this
+// row) and returns the row's label and the subject a gate flood goes to ("" for none).
+func withScope(cfg Config, mode string) (Config, string, string) {
+	if cfg.scope == "" {
+		return cfg, mode, ""
+	}
+	scope, floodSubject := cfg.scope, ""
+	if scope != "process" {
+		scope += "-" + strings.ToLower(nuid.Next()) // this row's gates only
+		floodSubject, _ = queue.GateScopeSubject(scope, worker.AccountIdentity("", simToken(cfg)))
+	}
+	cfg.WorkerEnv = append(append([]string(nil), cfg.WorkerEnv...), "CODEXPOOL_GATE_SCOPE="+scope)
+	return cfg, mode + "/" + cfg.scope, floodSubject
+}
+
+func runScenario(ctx context.Context, cfg Config, rg *rig, mode string, conc int) (Result, error) {
+	cfg, label, floodSubject := withScope(cfg, mode)
+	res := Result{Mode: label, Workers: cfg.Workers, Concurrency: conc}
+	total := scenarioTotal(cfg, conc)
 	if cfg.Duration > 0 {
 		total = int(cfg.Rate * cfg.Duration.Seconds())
 	}
 	res.Requests = total
-	subject := "codexpool.bench." + strings.ToLower(nuid.Next())
-	procs, err := startWorkers(ctx, cfg, natsURL, subject, srv.URL, mode)
+	p, err := startPool(ctx, cfg, rg, mode, "codexpool.bench."+strings.ToLower(nuid.Next()))
 	if err != nil {
 		return res, err
 	}
-	defer stopWorkers(procs)
-	if err := waitServing(ctx, nc, subject, cfg.Workers, procs); err != nil {
-		return res, err
-	}
-	srv.ResetStats()
+	defer p.stop()
 
 	prog := newProgress(cfg.Progress, cfg.Quiet, total, fmt.Sprintf("%-9s c=%-4d", mode, conc))
-	rss := newRSSSampler(procs)
-	cl := client.New(nc, client.Options{Subject: subject, RetryBusy: 10})
-	words := cfg.Sim.Words
-	if words == 0 {
-		words = 8
-	}
+	rss := newRSSSampler(p.procs)
+	cl := client.New(rg.nc, client.Options{Subject: p.subject, RetryBusy: 10})
+	words := simWords(cfg)
 	one := func(ctx context.Context, i int) error {
 		prompt := fmt.Sprintf("bench request %d of scenario %s/%d", i, mode, conc)
 		return benchOne(ctx, cl, prompt, words, cfg.Stream, cfg.Timeout)
 	}
-	tl := startTimeline(srv, cfg.Schedule)
+	tl := startTimeline(rg.srv, cfg.Schedule)
 	var fl *flood
 	if cfg.GateFlood > 0 && floodSubject != "" {
-		fl = startFlood(nc, floodSubject, cfg.GateFlood)
+		fl = startFlood(rg.nc, floodSubject, cfg.GateFlood)
 	}
 	var ld *load
 	if cfg.Duration > 0 {
@@ -258,13 +256,9 @@ func runScenario(ctx context.Context, cfg Config, srv *codextest.Server, nc *nat
 	ld.fill(&res)
 	peak, base := rss.stop()
 	if cfg.Duration > 0 {
-		res.Concurrency = 0
-		res.Rate = cfg.Rate
+		res.Concurrency, res.Rate = 0, cfg.Rate
 	}
-
-	st := srv.Stats()
-	res.Upgrades, res.Rejected, res.Rejected403, res.Reused = st.UpgradesAccepted, st.UpgradesRejected, st.Rejected403, st.ReusedResponses
-	res.GateWaitMS = gateWait(ctx, nc, subject).Milliseconds()
+	p.originFigures(ctx, &res)
 	res.PeakRSSMB = float64(peak) / (1 << 20)
 	if conc > 0 && peak > base {
 		res.RSSPerFlightK = float64(peak-base) / 1024 / float64(min(conc, total))
@@ -276,10 +270,7 @@ func runScenario(ctx context.Context, cfg Config, srv *codextest.Server, nc *nat
 // worker pool can reach on this machine.
 func runEcho(ctx context.Context, cfg Config, nc *nats.Conn, conc int) (Result, error) {
 	res := Result{Mode: "nats-echo", Workers: 1, Concurrency: conc}
-	total := cfg.Requests
-	if total <= 0 {
-		total = max(cfg.Rounds, 1) * conc
-	}
+	total := scenarioTotal(cfg, conc)
 	res.Requests = total
 	subject := "codexpool.bench.echo." + strings.ToLower(nuid.Next())
 	sub, err := nc.QueueSubscribe(subject, "echo", func(m *nats.Msg) { _ = m.Respond(m.Data) })

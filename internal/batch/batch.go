@@ -1,0 +1,213 @@
+package batch
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/codexpool/codexpool/internal/progress"
+	"github.com/codexpool/codexpool/queue/client"
+	"github.com/codexpool/codexpool/schemas"
+)
+
+// Config is one batch. Zero values are the defaults given per field.
+type Config struct {
+	In   string // the requests file (JSONL); required
+	Out  string // the results file, appended to; default In with .out.jsonl for .jsonl; "-" = Stdout
+	Name string // part of every job id; default In's absolute path
+	// Timeout bounds the whole run; default 24h.
+	Timeout time.Duration
+	// JobTimeout bounds each generation (Codex-Timeout); 0 = the workers' limit.
+	JobTimeout time.Duration
+	// Poll is how often the stored results of jobs whose live reply has not come are looked
+	// up; default 10s.
+	Poll   time.Duration
+	Quiet  bool      // no progress display
+	Stdout io.Writer // the results when Out is "-"
+	Stderr io.Writer // progress; nil = none
+}
+
+// Summary is what a finished batch did.
+type Summary struct {
+	Total   int // distinct jobs in IN
+	OK      int // succeeded in this run
+	Failed  int // failed in this run
+	Already int // had a line in OUT before the run
+	Elapsed time.Duration
+	Out     string
+}
+
+// String is the summary line `codexpool batch` prints.
+func (s Summary) String() string {
+	return fmt.Sprintf("batch: %d jobs: %d ok, %d failed (%d from an earlier run) in %s -> %s",
+		s.Total, s.OK, s.Failed, s.Already, s.Elapsed.Round(time.Millisecond), s.Out)
+}
+
+// IncompleteError is a batch that ended (Config.Timeout, or ctx) with jobs still unanswered;
+// a rerun resumes it.
+type IncompleteError struct {
+	Remaining, Total int
+	Err              error // ctx.Err()
+}
+
+func (e *IncompleteError) Error() string {
+	return fmt.Sprintf("batch: %d of %d jobs have no result yet (%v); rerun to resume", e.Remaining, e.Total, e.Err)
+}
+
+func (e *IncompleteError) Unwrap() error { return e.Err }
+
+// Batch is a loaded batch, ready to run once.
+type Batch struct {
+	cfg     Config
+	byID    map[string]*line // read-only after Load
+	pending []*line          // in IN and not in OUT, in IN's order
+	already int
+
+	mu      sync.Mutex
+	w       io.Writer
+	prog    *progress.Meter
+	written map[string]bool
+	ok      int
+	failed  int
+}
+
+// Load reads IN and the job ids OUT already has. A fault of IN is an [*InputError].
+func Load(cfg Config) (*Batch, error) {
+	if cfg.Out == "" {
+		cfg.Out = strings.TrimSuffix(cfg.In, ".jsonl") + ".out.jsonl"
+	}
+	if cfg.Name == "" {
+		abs, err := filepath.Abs(cfg.In)
+		if err != nil {
+			return nil, fmt.Errorf("batch: %w", err)
+		}
+		cfg.Name = abs
+	}
+	cfg.Timeout = orDefault(cfg.Timeout, 24*time.Hour)
+	cfg.Poll = orDefault(cfg.Poll, 10*time.Second)
+	lines, err := readLines(cfg.In, cfg.Name)
+	if err != nil {
+		return nil, &InputError{Err: err}
+	}
+	done, err := doneIDs(cfg.Out)
+	if err != nil {
+		return nil, fmt.Errorf("batch: read %s: %w", cfg.Out, err)
+	}
+	b := &Batch{cfg: cfg, byID: map[string]*line{}, written: map[string]bool{}}
+	for i := range lines {
+		l := &lines[i]
+		if _, dup := b.byID[l.id]; dup {
+			continue // the same line twice: one job, one result line
+		}
+		b.byID[l.id] = l
+		if done[l.id] {
+			b.already++
+		} else {
+			b.pending = append(b.pending, l)
+		}
+	}
+	return b, nil
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return d
+}
+
+// Run submits the jobs OUT has no line for to the pool's jobs subject and results bucket (of
+// opts), writes each result to OUT as it comes and returns when every job has one. It ends
+// early with an [*IncompleteError] at Config.Timeout.
+func (b *Batch) Run(ctx context.Context, nc *nats.Conn, opts client.Options) (Summary, error) {
+	cl := client.New(nc, opts)
+	w, closeOut, err := b.openOut()
+	if err != nil {
+		return Summary{}, err
+	}
+	defer closeOut()
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
+	defer cancel()
+	start := time.Now()
+	b.w = w
+	b.prog = progress.New(b.cfg.Stderr, b.cfg.Quiet || b.cfg.Stderr == nil, b.progressConfig())
+	r := &runner{b: b, cl: cl, got: make(chan struct{}, 1)}
+	err = r.run(ctx, nc)
+	b.prog.Finish()
+	if err != nil {
+		return Summary{}, err
+	}
+	return Summary{Total: len(b.byID), OK: b.ok, Failed: b.failed, Already: b.already,
+		Elapsed: time.Since(start), Out: b.cfg.Out}, nil
+}
+
+// openOut opens OUT for appending (Stdout for "-").
+func (b *Batch) openOut() (io.Writer, func(), error) {
+	if b.cfg.Out == "-" {
+		return b.cfg.Stdout, func() {}, nil
+	}
+	f, err := os.OpenFile(b.cfg.Out, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, nil, fmt.Errorf("batch: %w", err)
+	}
+	return f, func() { _ = f.Close() }, nil
+}
+
+// progressConfig is the look of a batch's progress: done, failed, rate and time left.
+func (b *Batch) progressConfig() progress.Config {
+	return progress.Config{
+		Total:   len(b.byID),
+		Initial: b.already,
+		Unit:    "jobs",
+		Label:   func(s progress.Status) string { return fmt.Sprintf("batch: %d failed", s.Failed) },
+		Line: func(s progress.Status) string {
+			return fmt.Sprintf("batch: %d/%d done, %d failed, %.1f jobs/s, %s left", s.Done, s.Total, s.Failed, s.Rate(), s.Left())
+		},
+		FinalLine:   true,
+		FullWidth:   true,
+		Keep:        true,
+		DrawAtStart: true,
+	}
+}
+
+func (b *Batch) isWritten(id string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.written[id]
+}
+
+func (b *Batch) remaining() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.byID) - b.already - len(b.written)
+}
+
+// record writes one result line (once per job).
+func (b *Batch) record(l *line, r *client.Reply, err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.written[l.id] {
+		return
+	}
+	b.written[l.id] = true
+	out := outputLine(l, r, err)
+	if err != nil {
+		b.failed++
+	} else {
+		b.ok++
+	}
+	_, _ = b.w.Write(append(out, '\n'))
+	b.prog.Add(err != nil)
+}
+
+func isJobError(err error) bool {
+	_, ok := schemas.AsError(err)
+	return ok
+}
