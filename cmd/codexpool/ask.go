@@ -67,7 +67,7 @@ func runAsk(ctx context.Context, e env, args []string) error {
 	req, _ := json.Marshal(body)
 
 	// The same CODEXPOOL_NATS_* authentication and TLS settings as a worker.
-	pool, err := loadPoolConfig("ask")
+	pool, err := loadPoolConfig(e, fs)
 	if err != nil {
 		return err
 	}

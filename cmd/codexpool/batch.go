@@ -101,7 +101,7 @@ func runBatch(ctx context.Context, e env, args []string) error {
 		return fmt.Errorf("batch: read %s: %w", *out, err)
 	}
 
-	pool, err := loadPoolConfig("batch")
+	pool, err := loadPoolConfig(e, fs)
 	if err != nil {
 		return err
 	}

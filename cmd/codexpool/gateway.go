@@ -13,10 +13,10 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/kelseyhightower/envconfig"
 	"github.com/nats-io/nats.go"
 
 	"github.com/codexpool/codexpool/gateway"
+	"github.com/codexpool/codexpool/internal/config"
 	"github.com/codexpool/codexpool/queue"
 	"github.com/codexpool/codexpool/queue/client"
 	"github.com/codexpool/codexpool/schemas"
@@ -29,70 +29,94 @@ Authorization: Bearer <key> with one of CODEXPOOL_GATEWAY_KEYS; without keys the
 on loopback only. It keeps no state: run as many as you like behind a load balancer. With no
 CODEXPOOL_NATS_URL it connects to nats://127.0.0.1:4222 (a worker's embedded server).
 
-Environment (CODEXPOOL_*):
+Settings: the file key (in --config FILE or $CODEXPOOL_CONFIG), overridden by the variable:
 `
 
 // gatewayConfig is `codexpool gateway`'s configuration.
 type gatewayConfig struct {
 	PoolConfig
-	Addr           string        `envconfig:"GATEWAY_ADDR" default:"127.0.0.1:8080" desc:"where the gateway listens (host:port); without keys only a loopback address is accepted"`
-	Keys           string        `envconfig:"GATEWAY_KEYS" desc:"client keys (Authorization: Bearer <key>), comma-separated, or @/path/to/file with one key per line; empty = no authentication, loopback only"`
-	Models         string        `envconfig:"GATEWAY_MODELS" default:"gpt-5.1-codex" desc:"models GET /v1/models lists, comma-separated (requests may name any: the workers decide)"`
-	MaxBodyBytes   int64         `envconfig:"GATEWAY_MAX_BODY_BYTES" default:"0" desc:"largest request body, 413 above it; 0 = the NATS server's max payload"`
-	KeepAlive      time.Duration `envconfig:"GATEWAY_KEEPALIVE" default:"15s" desc:"a stream silent this long gets an SSE keep-alive comment"`
-	RequestTimeout time.Duration `envconfig:"GATEWAY_REQUEST_TIMEOUT" default:"10m" desc:"longest a request may take (the pool request's deadline, sent as Codex-Timeout)"`
-	ShutdownGrace  time.Duration `envconfig:"SHUTDOWN_GRACE" default:"30s" desc:"on SIGTERM: stop accepting, let requests and streams in progress finish within this"`
-	LogLevel       string        `envconfig:"LOG_LEVEL" default:"info" desc:"debug (adds request bodies), info (one line per request), warn or error"`
-	LogFormat      string        `envconfig:"LOG_FORMAT" default:"auto" desc:"auto (colour text on a terminal, JSON otherwise), text or json"`
+	Addr           string        `env:"GATEWAY_ADDR" key:"gateway.addr" desc:"where the gateway listens (host:port); without keys only a loopback address is accepted"`
+	Keys           string        `env:"GATEWAY_KEYS" key:"gateway.keys" secret:"true" desc:"client keys (Authorization: Bearer <key>), comma-separated, or @/path/to/file with one key per line; empty = no authentication, loopback only"`
+	Models         string        `env:"GATEWAY_MODELS" key:"gateway.models" desc:"models GET /v1/models lists, comma-separated (requests may name any: the workers decide)"`
+	MaxBodyBytes   int64         `env:"GATEWAY_MAX_BODY_BYTES" key:"gateway.max_body_bytes" desc:"largest request body, 413 above it; 0 = the NATS server's max payload"`
+	KeepAlive      time.Duration `env:"GATEWAY_KEEPALIVE" key:"gateway.keepalive" desc:"a stream silent this long gets an SSE keep-alive comment"`
+	RequestTimeout time.Duration `env:"GATEWAY_REQUEST_TIMEOUT" key:"gateway.request_timeout" desc:"longest a request may take (the pool request's deadline, sent as Codex-Timeout)"`
+	ShutdownGrace  time.Duration `env:"SHUTDOWN_GRACE" key:"gateway.shutdown_grace" desc:"on SIGTERM: stop accepting, let requests and streams in progress finish within this"`
+	LogLevel       string        `env:"LOG_LEVEL" key:"log.level" desc:"debug (adds request bodies), info (one line per request), warn or error"`
+	LogFormat      string        `env:"LOG_FORMAT" key:"log.format" desc:"auto (colour text on a terminal, JSON otherwise), text or json"`
+}
+
+// defaultGatewayConfig returns the documented defaults of `codexpool gateway`.
+func defaultGatewayConfig() gatewayConfig {
+	return gatewayConfig{PoolConfig: defaultPoolConfig(), Addr: "127.0.0.1:8080", Models: "gpt-5.1-codex",
+		KeepAlive: 15 * time.Second, RequestTimeout: 10 * time.Minute, ShutdownGrace: 30 * time.Second,
+		LogLevel: "info", LogFormat: "auto"}
 }
 
 func gatewaySettingError(name, format string, args ...any) error {
-	return fmt.Errorf("gateway: %s_%s: %s", envPrefix, name, fmt.Sprintf(format, args...))
+	return fieldError("gateway", name, format, args...)
 }
 
-// loadGatewayConfig reads and checks the gateway's settings and its client keys.
-func loadGatewayConfig() (gatewayConfig, []string, error) {
-	var c gatewayConfig
-	if err := envconfig.Process(envPrefix, &c); err != nil {
-		return c, nil, fmt.Errorf("gateway: %w", err)
+// loadGatewayConfig reads the gateway's settings (defaults, then the file at path, then the
+// environment) and checks them and its client keys.
+func loadGatewayConfig(getenv func(string) string, path string) (gatewayConfig, []string, error) {
+	c, st, err := loadGatewaySettings(getenv, path)
+	if err != nil {
+		return c, nil, err
 	}
+	keys, err := c.check()
+	return c, keys, st.Explain(err)
+}
+
+// loadGatewaySettings reads the gateway's settings without checking them.
+func loadGatewaySettings(getenv func(string) string, path string) (gatewayConfig, config.Settings, error) {
+	c := defaultGatewayConfig()
+	st, err := loader(getenv).Load(&c, path)
+	if err != nil {
+		return c, st, fmt.Errorf("gateway: %w", err)
+	}
+	return c, st, nil
+}
+
+// check validates the settings and returns the client keys.
+func (c gatewayConfig) check() ([]string, error) {
 	bad := gatewaySettingError
 	switch {
 	case c.Subject == "" || strings.ContainsAny(c.Subject, " \t\r\n"):
-		return c, nil, bad("SUBJECT", "must be a NATS subject, got %q", c.Subject)
+		return nil, bad("SUBJECT", "must be a NATS subject, got %q", c.Subject)
 	case c.MaxBodyBytes < 0:
-		return c, nil, bad("GATEWAY_MAX_BODY_BYTES", "must be >= 0, got %d", c.MaxBodyBytes)
+		return nil, bad("GATEWAY_MAX_BODY_BYTES", "must be >= 0, got %d", c.MaxBodyBytes)
 	case c.KeepAlive <= 0:
-		return c, nil, bad("GATEWAY_KEEPALIVE", "must be positive, got %s", c.KeepAlive)
+		return nil, bad("GATEWAY_KEEPALIVE", "must be positive, got %s", c.KeepAlive)
 	case c.RequestTimeout <= 0:
-		return c, nil, bad("GATEWAY_REQUEST_TIMEOUT", "must be positive, got %s", c.RequestTimeout)
+		return nil, bad("GATEWAY_REQUEST_TIMEOUT", "must be positive, got %s", c.RequestTimeout)
 	case c.ShutdownGrace < 0:
-		return c, nil, bad("SHUTDOWN_GRACE", "must be >= 0, got %s", c.ShutdownGrace)
+		return nil, bad("SHUTDOWN_GRACE", "must be >= 0, got %s", c.ShutdownGrace)
 	case len(c.models()) == 0:
-		return c, nil, bad("GATEWAY_MODELS", "must name at least one model")
+		return nil, bad("GATEWAY_MODELS", "must name at least one model")
 	}
 	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
-		return c, nil, bad("GATEWAY_ADDR", "must be host:port, e.g. 127.0.0.1:8080, got %q", c.Addr)
+		return nil, bad("GATEWAY_ADDR", "must be host:port, e.g. 127.0.0.1:8080, got %q", c.Addr)
 	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
-		return c, nil, bad("LOG_LEVEL", "%v", err)
+		return nil, bad("LOG_LEVEL", "%v", err)
 	}
 	switch c.LogFormat {
 	case "auto", "text", "json":
 	default:
-		return c, nil, bad("LOG_FORMAT", "must be auto, text or json, got %q", c.LogFormat)
+		return nil, bad("LOG_FORMAT", "must be auto, text or json, got %q", c.LogFormat)
 	}
 	keys, err := parseKeys(c.Keys)
 	if err != nil {
-		return c, nil, bad("GATEWAY_KEYS", "%v", err)
+		return nil, bad("GATEWAY_KEYS", "%v", err)
 	}
 	if err := gateway.CheckAddr(c.Addr, keys); errors.Is(err, gateway.ErrOpenWithoutKeys) {
-		return c, nil, fmt.Errorf("gateway: %s_GATEWAY_ADDR=%s is not a loopback address and %s_GATEWAY_KEYS is empty: "+
+		return nil, fmt.Errorf("gateway: %s_GATEWAY_ADDR=%s is not a loopback address and %s_GATEWAY_KEYS is empty: "+
 			"set client keys to listen beyond this machine, or listen on 127.0.0.1", envPrefix, c.Addr, envPrefix)
 	} else if err != nil {
-		return c, nil, bad("GATEWAY_ADDR", "%v", err)
+		return nil, bad("GATEWAY_ADDR", "%v", err)
 	}
-	return c, keys, nil
+	return keys, nil
 }
 
 func (c gatewayConfig) models() []string {
@@ -139,7 +163,8 @@ func parseKeys(s string) ([]string, error) {
 
 func runGateway(ctx context.Context, e env, args []string) error {
 	var usageTable bytes.Buffer
-	if err := printSettings(&usageTable, &gatewayConfig{}); err != nil {
+	defaults := defaultGatewayConfig()
+	if err := printSettings(&usageTable, &defaults); err != nil {
 		return err
 	}
 	fs := newFlags(e, "gateway", "gateway [--help]", gatewayTrailer+usageTable.String())
@@ -150,7 +175,7 @@ func runGateway(ctx context.Context, e env, args []string) error {
 		fs.printUsage(e.stderr)
 		return exitError{code: 2, msg: fmt.Sprintf("gateway takes no arguments, got %q (configure it with CODEXPOOL_* variables)", fs.Args())}
 	}
-	cfg, keys, err := loadGatewayConfig()
+	cfg, keys, err := loadGatewayConfig(e.getenv, fs.configPath(e))
 	if err != nil {
 		return err
 	}

@@ -24,12 +24,13 @@ generation over a WebSocket to the Codex origin. Start more processes, on more m
 out. With no CODEXPOOL_NATS_URL the worker embeds a NATS server that clients and other workers
 can join.
 
-Environment (CODEXPOOL_*):
+Settings: the file key (in --config FILE or $CODEXPOOL_CONFIG), overridden by the variable:
 `
 
 func runWorker(ctx context.Context, e env, args []string) error {
 	var usageTable bytes.Buffer
-	if err := printSettings(&usageTable, &workerConfig{}); err != nil {
+	defaults := defaultWorkerConfig()
+	if err := printSettings(&usageTable, &defaults); err != nil {
 		return err
 	}
 	fs := newFlags(e, "worker", "worker [--help]", workerTrailer+usageTable.String())
@@ -40,7 +41,7 @@ func runWorker(ctx context.Context, e env, args []string) error {
 		fs.printUsage(e.stderr)
 		return exitError{code: 2, msg: fmt.Sprintf("worker takes no arguments, got %q (configure it with CODEXPOOL_* variables)", fs.Args())}
 	}
-	cfg, err := loadWorkerConfig()
+	cfg, _, err := loadWorkerConfig(e.getenv, fs.configPath(e))
 	if err != nil {
 		return err
 	}
@@ -96,12 +97,12 @@ func runWorker(ctx context.Context, e env, args []string) error {
 	if url == "" {
 		var opts []queue.EmbeddedOption
 		if cfg.Jobs != "off" {
-			opts = append(opts, queue.WithJetStream(cfg.embeddedStore()))
+			opts = append(opts, queue.WithJetStream(cfg.embeddedStore(e.getenv)))
 		}
 		ns, err = queue.StartEmbedded(cfg.EmbeddedNATSAddr, log, opts...)
 		if err != nil && cfg.Jobs == "auto" && opts != nil {
 			// The store is unusable (unwritable, another server's): serve requests without jobs.
-			log.Warn("durable jobs off: the embedded server's JetStream store cannot be used", "store", cfg.embeddedStore(), "error", err)
+			log.Warn("durable jobs off: the embedded server's JetStream store cannot be used", "store", cfg.embeddedStore(e.getenv), "error", err)
 			cfg.Jobs = "off"
 			ns, err = queue.StartEmbedded(cfg.EmbeddedNATSAddr, log)
 		}
