@@ -167,7 +167,7 @@ func runGateway(ctx context.Context, e env, args []string) error {
 	if err := printSettings(&usageTable, &defaults); err != nil {
 		return err
 	}
-	fs := newFlags(e, "gateway", "gateway [--help]", gatewayTrailer+usageTable.String())
+	fs := newFlags(e, "gateway", "gateway [--config FILE] [--help]", gatewayTrailer+usageTable.String())
 	if err := fs.parse(e, args); err != nil {
 		return err
 	}
@@ -179,72 +179,145 @@ func runGateway(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return err
 	}
-	log, err := newLogger(e.stderr, cfg.LogLevel, cfg.LogFormat)
+	m, err := newGatewayMain(e, cfg, keys)
 	if err != nil {
 		return err
+	}
+	if err := m.Run(ctx); err != nil {
+		return err
+	}
+	select {
+	case err := <-m.served:
+		m.undo()
+		return fmt.Errorf("gateway: serve: %w", err)
+	case <-ctx.Done():
+	}
+	m.Close()
+	return nil
+}
+
+// gatewayMain is one `codexpool gateway` process. Run connects to NATS, listens and serves, each
+// step returning its undo; Close holds the shutdown order.
+type gatewayMain struct {
+	cfg      gatewayConfig
+	keys     []string
+	log      *slog.Logger
+	natsOpts []nats.Option
+
+	nc     *nats.Conn
+	ln     net.Listener
+	srv    *http.Server
+	served chan error // Serve's result
+	undos  []func()   // of the steps done, in start order
+}
+
+func newGatewayMain(e env, cfg gatewayConfig, keys []string) (*gatewayMain, error) {
+	log, err := newLogger(e.stderr, cfg.LogLevel, cfg.LogFormat)
+	if err != nil {
+		return nil, err
 	}
 	natsOpts, err := cfg.security().Options()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	url := cfg.NATSURL
+	return &gatewayMain{cfg: cfg, keys: keys, log: log, natsOpts: natsOpts, served: make(chan error, 1)}, nil
+}
+
+// Run starts the gateway; it serves when Run returns nil, until Close or until Serve fails
+// (served).
+func (m *gatewayMain) Run(ctx context.Context) error {
+	for _, step := range []func(context.Context) (func(), error){m.connect, m.listen, m.serve} {
+		undo, err := step(ctx)
+		if err != nil {
+			m.undo()
+			return err
+		}
+		if undo != nil {
+			m.undos = append(m.undos, undo)
+		}
+	}
+	return nil
+}
+
+// Close stops a serving gateway: stop accepting and let requests in progress finish within the
+// grace period, then close what is left (which cancels those pool requests); flush NATS so the
+// cancellations go out; then undo the start steps.
+func (m *gatewayMain) Close() {
+	m.log.Info("shutting down: no new connections, finishing requests in progress", "grace", m.cfg.ShutdownGrace)
+	sctx, cancel := context.WithTimeout(context.Background(), m.cfg.ShutdownGrace)
+	err := m.srv.Shutdown(sctx)
+	cancel()
+	if err != nil {
+		// Closing the connections ends the requests' contexts, which cancels their pool requests.
+		m.log.Warn("shutdown grace over; closing the remaining connections", "error", err)
+		_ = m.srv.Close()
+	}
+	if err := <-m.served; !errors.Is(err, http.ErrServerClosed) {
+		m.log.Warn("serve", "error", err)
+	}
+	// Cancellations of the requests just cut off go out before the connection closes.
+	if err := m.nc.FlushTimeout(time.Second); err != nil {
+		m.log.Warn("NATS flush", "error", err)
+	}
+	m.log.Info("stopped")
+	m.undo()
+}
+
+// undo undoes the start steps done, last first.
+func (m *gatewayMain) undo() {
+	for i := len(m.undos) - 1; i >= 0; i-- {
+		m.undos[i]()
+	}
+	m.undos = nil
+}
+
+// connect connects to CODEXPOOL_NATS_URL, else to a worker's embedded server on this machine.
+func (m *gatewayMain) connect(ctx context.Context) (func(), error) {
+	url := m.cfg.NATSURL
 	if url == "" {
 		url = nats.DefaultURL
 	}
-	nc, err := queue.Connect(ctx, url, "codexpool gateway", log, natsOpts...)
+	nc, err := queue.Connect(ctx, url, "codexpool gateway", m.log, m.natsOpts...)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer nc.Close()
-	ln, err := net.Listen("tcp", cfg.Addr)
+	m.nc = nc
+	return nc.Close, nil
+}
+
+func (m *gatewayMain) listen(context.Context) (func(), error) {
+	ln, err := net.Listen("tcp", m.cfg.Addr)
 	if err != nil {
-		return fmt.Errorf("gateway: listen on %s (%s_GATEWAY_ADDR): %w", cfg.Addr, envPrefix, err)
+		return nil, fmt.Errorf("gateway: listen on %s (%s_GATEWAY_ADDR): %w", m.cfg.Addr, envPrefix, err)
 	}
-	cl := client.New(nc, client.Options{Subject: cfg.Subject, Timeout: cfg.RequestTimeout,
+	m.ln = ln
+	return nil, nil // the server closes it
+}
+
+// serve starts the HTTP server on the listener; its result arrives on served.
+func (m *gatewayMain) serve(context.Context) (func(), error) {
+	cfg := m.cfg
+	cl := client.New(m.nc, client.Options{Subject: cfg.Subject, Timeout: cfg.RequestTimeout,
 		CancelSubject: cfg.CancelSubject, JobsSubject: cfg.JobsSubject, ResultsBucket: cfg.ResultsBucket})
 	var jobs gateway.Jobs
-	if on, _ := nc.ConnectedServerJetStream(); on {
+	if on, _ := m.nc.ConnectedServerJetStream(); on {
 		jobs = gatewayJobs{cl}
 	}
-	g := gateway.New(cl, nc, gateway.Config{
+	g := gateway.New(cl, m.nc, gateway.Config{
 		Jobs:           jobs,
-		Keys:           keys,
+		Keys:           m.keys,
 		Models:         cfg.models(),
 		MaxBodyBytes:   cfg.MaxBodyBytes,
 		KeepAlive:      cfg.KeepAlive,
 		RequestTimeout: cfg.RequestTimeout,
-		Logger:         log,
+		Logger:         m.log,
 	})
-	srv := gateway.NewServer(g)
-	srv.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelWarn)
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	log.Info("gateway listening", "addr", ln.Addr().String(), "nats", nc.ConnectedUrlRedacted(), "subject", cfg.Subject,
-		"auth", len(keys) > 0, "keys", len(keys), "models", cfg.models())
-
-	select {
-	case err := <-served:
-		return fmt.Errorf("gateway: serve: %w", err)
-	case <-ctx.Done():
-	}
-	log.Info("shutting down: no new connections, finishing requests in progress", "grace", cfg.ShutdownGrace)
-	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace)
-	err = srv.Shutdown(sctx)
-	cancel()
-	if err != nil {
-		// Closing the connections ends the requests' contexts, which cancels their pool requests.
-		log.Warn("shutdown grace over; closing the remaining connections", "error", err)
-		_ = srv.Close()
-	}
-	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
-		log.Warn("serve", "error", err)
-	}
-	// Cancellations of the requests just cut off go out before the connection closes.
-	if err := nc.FlushTimeout(time.Second); err != nil {
-		log.Warn("NATS flush", "error", err)
-	}
-	log.Info("stopped")
-	return nil
+	m.srv = gateway.NewServer(g)
+	m.srv.ErrorLog = slog.NewLogLogger(m.log.Handler(), slog.LevelWarn)
+	go func() { m.served <- m.srv.Serve(m.ln) }()
+	m.log.Info("gateway listening", "addr", m.ln.Addr().String(), "nats", m.nc.ConnectedUrlRedacted(), "subject", cfg.Subject,
+		"auth", len(m.keys) > 0, "keys", len(m.keys), "models", cfg.models())
+	return nil, nil
 }
 
 // gatewayJobs serves the gateway's "background": true with the pool's durable jobs: the job id
