@@ -248,17 +248,22 @@ func settingError(name, format string, args ...any) error {
 
 // validate checks values a type cannot: ranges and enumerations.
 func (c workerConfig) validate() error {
-	bad := settingError
 	if err := c.PoolConfig.validate("worker"); err != nil {
 		return err
 	}
+	for _, check := range []func() error{c.validateJobs, c.validateLimits, c.validateOrigin, c.validateFormats} {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c workerConfig) validateJobs() error {
+	bad := settingError
 	switch {
 	case c.Jobs != "auto" && c.Jobs != "on" && c.Jobs != "off":
 		return bad("JOBS", "must be auto, on or off, got %q", c.Jobs)
-	case c.GateScope == "" || strings.ContainsAny(c.GateScope, "\x00\r\n"):
-		return bad("GATE_SCOPE", "must be host, account, process or a name, got %q", c.GateScope)
-	case c.ForbiddenBudget <= 0:
-		return bad("FORBIDDEN_BUDGET", "must be positive, got %s", c.ForbiddenBudget)
 	case c.JobsReplicas < 1 || c.JobsReplicas > 5:
 		return bad("JOBS_REPLICAS", "must be 1 to 5, got %d", c.JobsReplicas)
 	case c.JobsDedup <= 0:
@@ -271,6 +276,18 @@ func (c workerConfig) validate() error {
 		return bad("JOBS_MAX_ACK_PENDING", "must be at least 1, got %d", c.JobsMaxAckPending)
 	case c.ResultsTTL < time.Second:
 		return bad("RESULTS_TTL", "must be at least 1s, got %s", c.ResultsTTL)
+	}
+	return nil
+}
+
+// validateLimits checks the gate's and the service's numbers and durations.
+func (c workerConfig) validateLimits() error {
+	bad := settingError
+	switch {
+	case c.GateScope == "" || strings.ContainsAny(c.GateScope, "\x00\r\n"):
+		return bad("GATE_SCOPE", "must be host, account, process or a name, got %q", c.GateScope)
+	case c.ForbiddenBudget <= 0:
+		return bad("FORBIDDEN_BUDGET", "must be positive, got %s", c.ForbiddenBudget)
 	case c.QueueGroup == "" || strings.ContainsAny(c.QueueGroup, " \t\r\n"):
 		return bad("QUEUE_GROUP", "must be a non-empty name without spaces, got %q", c.QueueGroup)
 	case c.MaxInflight < 1:
@@ -291,6 +308,14 @@ func (c workerConfig) validate() error {
 		return bad("SHUTDOWN_GRACE", "must be >= 0, got %s", c.ShutdownGrace)
 	case c.AccountCooldown <= 0:
 		return bad("ACCOUNT_COOLDOWN", "must be positive, got %s", c.AccountCooldown)
+	}
+	return nil
+}
+
+// validateOrigin checks the Codex origin and login settings.
+func (c workerConfig) validateOrigin() error {
+	bad := settingError
+	switch {
 	case c.Model == "":
 		return bad("MODEL", "must not be empty")
 	case c.WSRetryAfter <= 0:
@@ -303,6 +328,12 @@ func (c workerConfig) validate() error {
 	if u, err := url.Parse(c.CodexRefreshURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return bad("CODEX_REFRESH_URL", "must be an http(s) URL, got %q", c.CodexRefreshURL)
 	}
+	return nil
+}
+
+// validateFormats checks the settings parsed elsewhere: addresses, the gate mode, logging.
+func (c workerConfig) validateFormats() error {
+	bad := settingError
 	if c.MetricsAddr != "" {
 		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
 			return bad("METRICS_ADDR", "must be host:port, e.g. 127.0.0.1:9464, got %q", c.MetricsAddr)
@@ -311,15 +342,19 @@ func (c workerConfig) validate() error {
 	if _, err := gate.ParseMode(c.Gate); err != nil {
 		return bad("GATE", "%v", err)
 	}
-	if _, err := parseLevel(c.LogLevel); err != nil {
-		return bad("LOG_LEVEL", "%v", err)
+	return validateLog("worker", c.LogLevel, c.LogFormat)
+}
+
+// validateLog checks CODEXPOOL_LOG_LEVEL and CODEXPOOL_LOG_FORMAT for the subcommand cmd.
+func validateLog(cmd, level, format string) error {
+	if _, err := parseLevel(level); err != nil {
+		return fieldError(cmd, "LOG_LEVEL", "%v", err)
 	}
-	switch c.LogFormat {
+	switch format {
 	case "auto", "text", "json":
-	default:
-		return bad("LOG_FORMAT", "must be auto, text or json, got %q", c.LogFormat)
+		return nil
 	}
-	return nil
+	return fieldError(cmd, "LOG_FORMAT", "must be auto, text or json, got %q", format)
 }
 
 // id returns WorkerID, or queue's default <hostname>-<pid> when it is empty.

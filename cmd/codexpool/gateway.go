@@ -98,13 +98,8 @@ func (c gatewayConfig) check() ([]string, error) {
 	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
 		return nil, bad("GATEWAY_ADDR", "must be host:port, e.g. 127.0.0.1:8080, got %q", c.Addr)
 	}
-	if _, err := parseLevel(c.LogLevel); err != nil {
-		return nil, bad("LOG_LEVEL", "%v", err)
-	}
-	switch c.LogFormat {
-	case "auto", "text", "json":
-	default:
-		return nil, bad("LOG_FORMAT", "must be auto, text or json, got %q", c.LogFormat)
+	if err := validateLog("gateway", c.LogLevel, c.LogFormat); err != nil {
+		return nil, err
 	}
 	keys, err := parseKeys(c.Keys)
 	if err != nil {
