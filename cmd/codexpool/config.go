@@ -452,14 +452,14 @@ func (c workerConfig) embeddedStore(getenv func(string) string) string {
 	return filepath.Join(os.TempDir(), "codexpool-nats")
 }
 
-// printSettings writes the settings table of spec (variable, file key, default, meaning) to w;
-// spec points to the defaults.
+// printSettings writes the settings table of spec (variable, file key, default, meaning) to w,
+// grouped by file section; spec points to the defaults.
 func printSettings(w io.Writer, spec any) error {
 	list, err := config.Fields(envPrefix, spec)
 	if err != nil {
 		return err
 	}
-	return config.PrintHelp(w, list)
+	return config.PrintHelp(w, config.Settings{List: list}.Sorted(sectionOrder).List)
 }
 
 // settingNames returns every CODEXPOOL_* variable name spec reads, older names included.
