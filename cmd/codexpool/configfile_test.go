@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -284,5 +285,84 @@ func TestGatewayConfigFile(t *testing.T) {
 	}
 	if c.Addr != "0.0.0.0:9000" || len(keys) != 2 || c.KeepAlive != 7*time.Second {
 		t.Errorf("got addr %q, %d keys, keep-alive %s; want 0.0.0.0:9000, 2, 7s", c.Addr, len(keys), c.KeepAlive)
+	}
+}
+
+// TestReadmeTablesMatchTheCode: each row of README.md's settings tables that names a file key
+// names the code's key for that variable, and a default written as code is the code's default.
+func TestReadmeTablesMatchTheCode(t *testing.T) {
+	raw, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, g := defaultWorkerConfig(), defaultGatewayConfig()
+	byEnv := map[string][]config.Setting{}
+	for _, spec := range []any{&w, &g} {
+		list, err := config.Fields(envPrefix, spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range list {
+			byEnv[s.Env] = append(byEnv[s.Env], s)
+		}
+	}
+	rows := 0
+	for _, line := range strings.Split(string(raw), "\n") {
+		cells := strings.Split(line, " | ")
+		if len(cells) < 4 || !strings.HasPrefix(cells[0], "| `CODEXPOOL_") || strings.Contains(cells[0], ",") {
+			continue
+		}
+		env, key, def := strings.Trim(cells[0], "| `"), strings.Trim(cells[1], "`"), cells[2]
+		settings := byEnv[env]
+		if key == "" || len(settings) == 0 {
+			continue // an older _MS name, or a variable of another table
+		}
+		rows++
+		if !slices.ContainsFunc(settings, func(s config.Setting) bool { return s.Key == key }) {
+			t.Errorf("README.md: %s has file key %q, the code %q", env, key, settings[0].Key)
+		}
+		want := settings[0].Value()
+		switch {
+		case def == "empty" && want != "":
+			t.Errorf("README.md: %s default empty, the code %q", env, want)
+		case strings.HasPrefix(def, "`") && !sameValue(strings.Trim(def, "`"), want) && !strings.Contains(def, "<"):
+			if env != "CODEXPOOL_EMBEDDED_NATS_STORE" { // the code computes it from $HOME
+				t.Errorf("README.md: %s default %s, the code %q", env, def, want)
+			}
+		}
+	}
+	if rows < 50 {
+		t.Errorf("checked %d rows of README.md's tables, want the whole worker and gateway tables", rows)
+	}
+}
+
+// sameValue compares two spellings of a value: durations by their length (60s = 1m).
+func sameValue(a, b string) bool {
+	if a == b {
+		return true
+	}
+	da, errA := time.ParseDuration(a)
+	db, errB := time.ParseDuration(b)
+	return errA == nil && errB == nil && da == db
+}
+
+// TestClientSubcommandsReadTheFile: ask, batch and jobs read the pool settings from --config.
+func TestClientSubcommandsReadTheFile(t *testing.T) {
+	path := writeConfig(t, "nats:\n  subjekt: x\n")
+	tests := []struct {
+		name string
+		args []string
+	}{
+		{name: "ask", args: []string{"ask", "--config", path, "hello"}},
+		{name: "jobs", args: []string{"jobs", "--config", path}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			err := run(context.Background(), tt.args, envOf(nil), strings.NewReader(""), &stdout, &stderr)
+			if err == nil || !strings.Contains(err.Error(), `did you mean "nats.subject"`) {
+				t.Fatalf("got %v, want the file's unknown key", err)
+			}
+		})
 	}
 }
