@@ -33,7 +33,7 @@ const envPrefix = "CODEXPOOL"
 // sectionOrder is the order of the file's sections.
 var sectionOrder = []string{"nats", "codex", "accounts", "gate", "jobs", "gateway", "metrics", "log"}
 
-// loader reads settings for e: any key of any subcommand is valid in the file.
+// loader reads settings through getenv; any key of any subcommand is valid in the file.
 func loader(getenv func(string) string) config.Loader {
 	return config.Loader{Prefix: envPrefix, Getenv: getenv, Known: []any{&workerConfig{}, &gatewayConfig{}}}
 }
