@@ -31,6 +31,7 @@ type askOptions struct {
 	natsURL, subject    string
 	timeout             time.Duration
 	asJSON              bool
+	fs                  *flags // for --config
 }
 
 func runAsk(ctx context.Context, e env, args []string) error {
@@ -39,7 +40,7 @@ func runAsk(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	// The same CODEXPOOL_NATS_* authentication and TLS settings as a worker.
-	pool, err := loadPoolConfig("ask")
+	pool, err := loadPoolConfig(e, o.fs)
 	if err != nil {
 		return err
 	}
@@ -75,6 +76,7 @@ func runAsk(ctx context.Context, e env, args []string) error {
 func askFlags(e env, args []string) (askOptions, []byte, error) {
 	var o askOptions
 	fs := newFlags(e, "ask", "ask [--stream] [--model M] [--nats URL] PROMPT", askTrailer)
+	o.fs = fs
 	fs.BoolVar(&o.stream, "stream", false, "print the answer as it arrives")
 	fs.StringVar(&o.model, "model", "", "model (default: the worker's CODEXPOOL_MODEL)")
 	fs.StringVar(&o.instructions, "instructions", "", "system instructions")

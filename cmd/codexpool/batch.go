@@ -41,7 +41,7 @@ func runBatch(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return err
 	}
-	pool, err := loadPoolConfig("batch")
+	pool, err := loadPoolConfig(e, cfg.fs)
 	if err != nil {
 		return err
 	}
@@ -65,12 +65,13 @@ func runBatch(ctx context.Context, e env, args []string) error {
 type batchConfig struct {
 	batch.Config
 	natsURL string
+	fs      *flags // for --config
 }
 
 // batchFlags parses the batch flags; flags may come after IN (codexpool batch IN -o OUT).
 func batchFlags(e env, args []string) (batchConfig, error) {
 	fs := newFlags(e, "batch", "batch [flags] IN.jsonl [-o OUT.jsonl]", batchTrailer)
-	c := batchConfig{Config: batch.Config{Stdout: e.stdout, Stderr: e.stderr}}
+	c := batchConfig{Config: batch.Config{Stdout: e.stdout, Stderr: e.stderr}, fs: fs}
 	fs.StringVar(&c.Out, "o", "", "output file (default IN with .out.jsonl; - for standard output)")
 	fs.StringVar(&c.natsURL, "nats", "", "NATS server URL (default $CODEXPOOL_NATS_URL, else "+nats.DefaultURL+")")
 	fs.StringVar(&c.Name, "name", "", "the batch's name, part of every job id (default: IN's absolute path)")

@@ -8,13 +8,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"text/tabwriter"
 	"time"
 
-	"github.com/kelseyhightower/envconfig"
 	"github.com/nats-io/nats.go"
 
 	"github.com/codexpool/codexpool/gate"
+	"github.com/codexpool/codexpool/internal/config"
 	"github.com/codexpool/codexpool/queue"
 	"github.com/codexpool/codexpool/worker"
 )
@@ -22,41 +21,64 @@ import (
 // envPrefix is the prefix of every setting's environment variable.
 const envPrefix = "CODEXPOOL"
 
-// The process configuration comes from CODEXPOOL_* environment variables through envconfig. The
-// field tags are the single source of the settings tables that `codexpool worker --help` prints
-// and that README.md and docker-compose.yml are checked against. Library packages take plain
-// values; only this package knows the variable names.
+// The process configuration comes in three layers, each overriding the one before: the defaults
+// (written once, in defaultPoolConfig, defaultWorkerConfig and defaultGatewayConfig), the
+// codexpool.yaml file (--config or CODEXPOOL_CONFIG) and the CODEXPOOL_* environment variables,
+// read through run's getenv. internal/config does the loading from one set of field tags: env
+// (the variable), key (the file's section.name), desc, secret and ms (an older variable in
+// milliseconds). The tags are the single source of the settings tables that `codexpool worker
+// --help` prints and that README.md and docker-compose.yml are checked against. Library packages
+// take plain values; only this package knows the variable names and the file keys.
+
+// sectionOrder is the order of the file's sections.
+var sectionOrder = []string{"nats", "codex", "accounts", "gate", "jobs", "gateway", "metrics", "log"}
+
+// loader reads settings through getenv; any key of any subcommand is valid in the file.
+func loader(getenv func(string) string) config.Loader {
+	return config.Loader{Prefix: envPrefix, Getenv: getenv, Known: []any{&workerConfig{}, &gatewayConfig{}}}
+}
+
+// fieldError is a bad value of the variable CODEXPOOL_<name>, reported by the subcommand cmd.
+func fieldError(cmd, name, format string, args ...any) error {
+	return &config.FieldError{Prefix: cmd, Env: envPrefix + "_" + name, Msg: fmt.Sprintf(format, args...)}
+}
 
 // PoolConfig is how a process reaches the pool: the NATS server list, authentication and TLS, and
 // the subjects. Every subcommand that connects (worker, ask, and the pool's other clients) reads it.
 type PoolConfig struct {
-	NATSURL       string `envconfig:"NATS_URL" desc:"NATS server URL(s), comma-separated; empty = start an embedded NATS server"`
-	NATSCreds     string `envconfig:"NATS_CREDS" desc:"NATS credentials file (user JWT + nkey seed)"`
-	NATSNKey      string `envconfig:"NATS_NKEY" desc:"NATS nkey seed file"`
-	NATSUser      string `envconfig:"NATS_USER" desc:"NATS user name (with CODEXPOOL_NATS_PASSWORD)"`
-	NATSPassword  string `envconfig:"NATS_PASSWORD" desc:"NATS password"`
-	NATSToken     string `envconfig:"NATS_TOKEN" desc:"NATS authorization token"`
-	NATSTLSCA     string `envconfig:"NATS_TLS_CA" desc:"PEM file of the CA(s) that sign the NATS server's certificate; turns TLS on"`
-	NATSTLSCert   string `envconfig:"NATS_TLS_CERT" desc:"PEM client certificate for NATS (with CODEXPOOL_NATS_TLS_KEY)"`
-	NATSTLSKey    string `envconfig:"NATS_TLS_KEY" desc:"PEM key of the NATS client certificate"`
-	Subject       string `envconfig:"SUBJECT" default:"codex.generate" desc:"subject of generation requests"`
-	CancelSubject string `envconfig:"CANCEL_SUBJECT" default:"codex.cancel" desc:"a Codex-Request-Id published here stops that generation (every worker listens)"`
+	NATSURL       string `env:"NATS_URL" key:"nats.url" secret:"url" desc:"NATS server URL(s), comma-separated; empty = start an embedded NATS server"`
+	NATSCreds     string `env:"NATS_CREDS" key:"nats.creds" desc:"NATS credentials file (user JWT + nkey seed)"`
+	NATSNKey      string `env:"NATS_NKEY" key:"nats.nkey" desc:"NATS nkey seed file"`
+	NATSUser      string `env:"NATS_USER" key:"nats.user" desc:"NATS user name (with CODEXPOOL_NATS_PASSWORD)"`
+	NATSPassword  string `env:"NATS_PASSWORD" key:"nats.password" secret:"true" desc:"NATS password"`
+	NATSToken     string `env:"NATS_TOKEN" key:"nats.token" secret:"true" desc:"NATS authorization token"`
+	NATSTLSCA     string `env:"NATS_TLS_CA" key:"nats.tls_ca" desc:"PEM file of the CA(s) that sign the NATS server's certificate; turns TLS on"`
+	NATSTLSCert   string `env:"NATS_TLS_CERT" key:"nats.tls_cert" desc:"PEM client certificate for NATS (with CODEXPOOL_NATS_TLS_KEY)"`
+	NATSTLSKey    string `env:"NATS_TLS_KEY" key:"nats.tls_key" desc:"PEM key of the NATS client certificate"`
+	Subject       string `env:"SUBJECT" key:"nats.subject" desc:"subject of generation requests"`
+	CancelSubject string `env:"CANCEL_SUBJECT" key:"nats.cancel_subject" desc:"a Codex-Request-Id published here stops that generation (every worker listens)"`
 
-	JobsSubject   string `envconfig:"JOBS_SUBJECT" default:"codex.jobs" desc:"durable jobs: the stream captures JOBS_SUBJECT.>, jobs are published to JOBS_SUBJECT.submit"`
-	JobsStream    string `envconfig:"JOBS_STREAM" default:"CODEXPOOL_JOBS" desc:"durable jobs: the JetStream stream"`
-	ResultsBucket string `envconfig:"RESULTS_BUCKET" default:"CODEXPOOL_RESULTS" desc:"durable jobs: the KV bucket of results (key = job id)"`
+	JobsSubject   string `env:"JOBS_SUBJECT" key:"jobs.subject" desc:"durable jobs: the stream captures JOBS_SUBJECT.>, jobs are published to JOBS_SUBJECT.submit"`
+	JobsStream    string `env:"JOBS_STREAM" key:"jobs.stream" desc:"durable jobs: the JetStream stream"`
+	ResultsBucket string `env:"RESULTS_BUCKET" key:"jobs.results_bucket" desc:"durable jobs: the KV bucket of results (key = job id)"`
 }
 
-// loadPoolConfig reads the pool settings of a client subcommand from the environment.
-func loadPoolConfig(cmd string) (PoolConfig, error) {
-	var c PoolConfig
-	if err := envconfig.Process(envPrefix, &c); err != nil {
+// defaultPoolConfig returns the documented defaults of the pool settings.
+func defaultPoolConfig() PoolConfig {
+	return PoolConfig{Subject: "codex.generate", CancelSubject: "codex.cancel", JobsSubject: "codex.jobs",
+		JobsStream: "CODEXPOOL_JOBS", ResultsBucket: "CODEXPOOL_RESULTS"}
+}
+
+// loadPoolConfig reads the pool settings of a client subcommand (fs names it) from its settings
+// file and the environment.
+func loadPoolConfig(e env, fs *flags) (PoolConfig, error) {
+	cmd := fs.Name()
+	c := defaultPoolConfig()
+	st, err := loader(e.getenv).Load(&c, fs.configPath(e))
+	if err != nil {
 		return c, fmt.Errorf("%s: %w", cmd, err)
 	}
-	if err := c.validate(cmd); err != nil {
-		return c, err
-	}
-	return c, nil
+	return c, st.Explain(c.validate(cmd))
 }
 
 // validate checks the subjects and names.
@@ -65,7 +87,7 @@ func (c PoolConfig) validate(cmd string) error {
 		{"SUBJECT", c.Subject}, {"CANCEL_SUBJECT", c.CancelSubject}, {"JOBS_SUBJECT", c.JobsSubject},
 	} {
 		if v.value == "" || strings.ContainsAny(v.value, " \t\r\n*>") {
-			return fmt.Errorf("%s: %s_%s: must be a NATS subject without wildcards, got %q", cmd, envPrefix, v.name, v.value)
+			return fieldError(cmd, v.name, "must be a NATS subject without wildcards, got %q", v.value)
 		}
 	}
 	// The jobs stream captures JOBS_SUBJECT.>: no other subject of the pool may fall under it.
@@ -73,18 +95,18 @@ func (c PoolConfig) validate(cmd string) error {
 		{"SUBJECT", c.Subject}, {"CANCEL_SUBJECT", c.CancelSubject}, {"the gate-state subjects", queue.GateSubjectPrefix + ".x"},
 	} {
 		if strings.HasPrefix(v.value, c.JobsSubject+".") {
-			return fmt.Errorf("%s: %s_JOBS_SUBJECT: %q would capture %s (%s) into the jobs stream; choose a prefix of its own",
-				cmd, envPrefix, c.JobsSubject, v.name, v.value)
+			return fieldError(cmd, "JOBS_SUBJECT", "%q would capture %s (%s) into the jobs stream; choose a prefix of its own",
+				c.JobsSubject, v.name, v.value)
 		}
 	}
 	if c.Subject == c.CancelSubject {
-		return fmt.Errorf("%s: %s_CANCEL_SUBJECT: must differ from %s_SUBJECT (%q)", cmd, envPrefix, envPrefix, c.Subject)
+		return fieldError(cmd, "CANCEL_SUBJECT", "must differ from %s_SUBJECT (%q)", envPrefix, c.Subject)
 	}
 	for _, v := range []struct{ name, value string }{
 		{"JOBS_STREAM", c.JobsStream}, {"RESULTS_BUCKET", c.ResultsBucket},
 	} {
 		if !validName(v.value) {
-			return fmt.Errorf("%s: %s_%s: must be letters, digits, - and _, got %q", cmd, envPrefix, v.name, v.value)
+			return fieldError(cmd, v.name, "must be letters, digits, - and _, got %q", v.value)
 		}
 	}
 	return nil
@@ -134,99 +156,115 @@ func (c PoolConfig) security() queue.Security {
 // workerConfig is `codexpool worker`'s configuration.
 type workerConfig struct {
 	PoolConfig
-	EmbeddedNATSAddr string `envconfig:"EMBEDDED_NATS_ADDR" default:"127.0.0.1:4222" desc:"where the embedded NATS server listens, so clients and more workers can join"`
-	QueueGroup       string `envconfig:"QUEUE_GROUP" default:"codexpool" desc:"queue group every worker joins"`
-	WorkerID         string `envconfig:"WORKER_ID" desc:"this worker's id in replies, logs and stats; default <hostname>-<pid>"`
+	EmbeddedNATSAddr string `env:"EMBEDDED_NATS_ADDR" key:"nats.embedded_addr" desc:"where the embedded NATS server listens, so clients and more workers can join"`
+	QueueGroup       string `env:"QUEUE_GROUP" key:"nats.queue_group" desc:"queue group every worker joins"`
+	WorkerID         string `env:"WORKER_ID" key:"nats.worker_id" desc:"this worker's id in replies, logs and stats; default <hostname>-<pid>"`
 
-	EmbeddedNATSStore string `envconfig:"EMBEDDED_NATS_STORE" desc:"JetStream store of the embedded NATS server; default $XDG_STATE_HOME/codexpool/nats (~/.local/state/codexpool/nats)"`
+	EmbeddedNATSStore string `env:"EMBEDDED_NATS_STORE" key:"nats.embedded_store" desc:"JetStream store of the embedded NATS server; default $XDG_STATE_HOME/codexpool/nats (~/.local/state/codexpool/nats)"`
 
-	MetricsAddr string `envconfig:"METRICS_ADDR" desc:"where to serve Prometheus /metrics, /healthz and /readyz, e.g. 127.0.0.1:9464; empty = off"`
+	MetricsAddr string `env:"METRICS_ADDR" key:"metrics.addr" desc:"where to serve Prometheus /metrics, /healthz and /readyz, e.g. 127.0.0.1:9464; empty = off"`
 
-	Jobs              string        `envconfig:"JOBS" default:"auto" desc:"durable jobs: auto (consume them when the server has JetStream), on (fail at start without it), off"`
-	JobsReplicas      int           `envconfig:"JOBS_REPLICAS" default:"1" desc:"replicas of the jobs stream and the results bucket when this worker creates them (3 on a cluster)"`
-	JobsDedup         time.Duration `envconfig:"JOBS_DEDUP" default:"2m" desc:"the stream's duplicate window: a Nats-Msg-Id seen within it is dropped"`
-	JobsAckWait       time.Duration `envconfig:"JOBS_ACK_WAIT" default:"60s" desc:"a job whose worker went silent this long is delivered again"`
-	JobsMaxAttempts   int           `envconfig:"JOBS_MAX_ATTEMPTS" default:"5" desc:"deliveries of a job that fails with 403, 429, 5xx or 504 before its error is the result"`
-	JobsMaxAckPending int           `envconfig:"JOBS_MAX_ACK_PENDING" default:"10000" desc:"jobs in flight across the pool (the consumer's MaxAckPending): at least the sum of every worker's MAX_INFLIGHT"`
-	ResultsTTL        time.Duration `envconfig:"RESULTS_TTL" default:"24h" desc:"how long a job's result stays in the results bucket"`
-	Accounts          string        `envconfig:"ACCOUNTS" desc:"accounts file (YAML or JSON list of {name, auth_file | token | token_env, account_id, max_used_percent}); replaces the CODEXPOOL_CODEX_TOKEN/ACCOUNT_ID/AUTH_FILE account"`
-	AccountCooldown   time.Duration `envconfig:"ACCOUNT_COOLDOWN" default:"30s" desc:"with CODEXPOOL_ACCOUNTS: how long an account refused for limits or credentials stays out when the origin gives no reset time"`
+	Jobs              string        `env:"JOBS" key:"jobs.mode" desc:"durable jobs: auto (consume them when the server has JetStream), on (fail at start without it), off"`
+	JobsReplicas      int           `env:"JOBS_REPLICAS" key:"jobs.replicas" desc:"replicas of the jobs stream and the results bucket when this worker creates them (3 on a cluster)"`
+	JobsDedup         time.Duration `env:"JOBS_DEDUP" key:"jobs.dedup" desc:"the stream's duplicate window: a Nats-Msg-Id seen within it is dropped"`
+	JobsAckWait       time.Duration `env:"JOBS_ACK_WAIT" key:"jobs.ack_wait" desc:"a job whose worker went silent this long is delivered again"`
+	JobsMaxAttempts   int           `env:"JOBS_MAX_ATTEMPTS" key:"jobs.max_attempts" desc:"deliveries of a job that fails with 403, 429, 5xx or 504 before its error is the result"`
+	JobsMaxAckPending int           `env:"JOBS_MAX_ACK_PENDING" key:"jobs.max_ack_pending" desc:"jobs in flight across the pool (the consumer's MaxAckPending): at least the sum of every worker's MAX_INFLIGHT"`
+	ResultsTTL        time.Duration `env:"RESULTS_TTL" key:"jobs.results_ttl" desc:"how long a job's result stays in the results bucket"`
+	Accounts          string        `env:"ACCOUNTS" key:"accounts.file" desc:"accounts file (YAML or JSON list of {name, auth_file | token | token_env, account_id, max_used_percent}); replaces the CODEXPOOL_CODEX_TOKEN/ACCOUNT_ID/AUTH_FILE account"`
+	AccountCooldown   time.Duration `env:"ACCOUNT_COOLDOWN" key:"accounts.cooldown" desc:"with CODEXPOOL_ACCOUNTS: how long an account refused for limits or credentials stays out when the origin gives no reset time"`
 
-	CodexURL          string        `envconfig:"CODEX_URL" default:"https://chatgpt.com/backend-api/codex/responses" desc:"Codex origin; http(s) and ws(s) accepted"`
-	CodexToken        string        `envconfig:"CODEX_TOKEN" desc:"bearer token (API key or ChatGPT access token)"`
-	CodexAccountID    string        `envconfig:"CODEX_ACCOUNT_ID" desc:"sent as ChatGPT-Account-Id"`
-	CodexAuthFile     string        `envconfig:"CODEX_AUTH_FILE" default:"~/.codex/auth.json" desc:"Codex CLI login, read when no token is set; re-read when it changes, refreshed before it expires"`
-	CodexRefreshURL   string        `envconfig:"CODEX_REFRESH_URL" default:"https://auth.openai.com/oauth/token" desc:"OAuth token endpoint that refreshes the login of the auth file"`
-	CodexClientID     string        `envconfig:"CODEX_CLIENT_ID" default:"app_EMoamEEZ73f0CkXaXp7hrann" desc:"OAuth client id sent with a refresh"`
-	CredentialsBucket string        `envconfig:"CREDENTIALS_BUCKET" default:"CODEXPOOL_CREDENTIALS" desc:"JetStream key-value bucket through which workers share logins (one refresher at a time, rotated tokens to all); used when the server has JetStream"`
-	CredentialsKey    string        `envconfig:"CREDENTIALS_KEY" desc:"secret that encrypts and authenticates the tokens in the credentials bucket (the same on every worker); empty = plaintext, protected by NATS permissions"`
-	WSRetryAfter      time.Duration `envconfig:"WS_RETRY_AFTER" default:"10m" desc:"after the origin refused WebSockets (426): use HTTP streaming this long, then try a WebSocket again"`
-	Model             string        `envconfig:"MODEL" default:"gpt-5.1-codex" desc:"model used when a request names none"`
+	CodexURL          string        `env:"CODEX_URL" key:"codex.url" desc:"Codex origin; http(s) and ws(s) accepted"`
+	CodexToken        string        `env:"CODEX_TOKEN" key:"codex.token" secret:"true" desc:"bearer token (API key or ChatGPT access token)"`
+	CodexAccountID    string        `env:"CODEX_ACCOUNT_ID" key:"codex.account_id" desc:"sent as ChatGPT-Account-Id"`
+	CodexAuthFile     string        `env:"CODEX_AUTH_FILE" key:"codex.auth_file" desc:"Codex CLI login, read when no token is set; re-read when it changes, refreshed before it expires"`
+	CodexRefreshURL   string        `env:"CODEX_REFRESH_URL" key:"codex.refresh_url" desc:"OAuth token endpoint that refreshes the login of the auth file"`
+	CodexClientID     string        `env:"CODEX_CLIENT_ID" key:"codex.client_id" desc:"OAuth client id sent with a refresh"`
+	CredentialsBucket string        `env:"CREDENTIALS_BUCKET" key:"codex.credentials_bucket" desc:"JetStream key-value bucket through which workers share logins (one refresher at a time, rotated tokens to all); used when the server has JetStream"`
+	CredentialsKey    string        `env:"CREDENTIALS_KEY" key:"codex.credentials_key" secret:"true" desc:"secret that encrypts and authenticates the tokens in the credentials bucket (the same on every worker); empty = plaintext, protected by NATS permissions"`
+	WSRetryAfter      time.Duration `env:"WS_RETRY_AFTER" key:"codex.ws_retry_after" desc:"after the origin refused WebSockets (426): use HTTP streaming this long, then try a WebSocket again"`
+	Model             string        `env:"MODEL" key:"codex.model" desc:"model used when a request names none"`
 
-	WSConnectSpacingMS  int           `envconfig:"WS_CONNECT_SPACING_MS" default:"0" desc:"the gate's floor in ms: spacing is never relaxed below it"`
-	Gate                string        `envconfig:"GATE" default:"adaptive" desc:"connect gate: adaptive (congestion control), reference (the reference proxy's rules), fixed (spacing = floor), off (no pacing)"`
-	GateScope           string        `envconfig:"GATE_SCOPE" default:"host" desc:"adaptive gates that share state over NATS: host (workers on this machine with the same account), account (every worker with the same account), process (none), or any string (workers with the same string and account)"`
-	ForbiddenBudget     time.Duration `envconfig:"FORBIDDEN_BUDGET" default:"10s" desc:"adaptive gate: longest a request keeps retrying refused (403) upgrades, from the first refusal"`
-	ForbiddenCooldownMS int           `envconfig:"FORBIDDEN_COOLDOWN_MS" default:"3000" desc:"reference, fixed and off gates: wait in ms before the one retry after a 403 (adaptive paces 403 retries through the gate until the request's deadline)"`
-	WSReuse             bool          `envconfig:"WS_REUSE" default:"true" desc:"keep completed sockets for the next request"`
+	WSConnectSpacing  time.Duration `env:"WS_CONNECT_SPACING" ms:"WS_CONNECT_SPACING_MS" key:"gate.ws_connect_spacing" desc:"the gate's floor: spacing is never relaxed below it"`
+	Gate              string        `env:"GATE" key:"gate.mode" desc:"connect gate: adaptive (congestion control), reference (the reference proxy's rules), fixed (spacing = floor), off (no pacing)"`
+	GateScope         string        `env:"GATE_SCOPE" key:"gate.scope" desc:"adaptive gates that share state over NATS: host (workers on this machine with the same account), account (every worker with the same account), process (none), or any string (workers with the same string and account)"`
+	ForbiddenBudget   time.Duration `env:"FORBIDDEN_BUDGET" key:"gate.forbidden_budget" desc:"adaptive gate: longest a request keeps retrying refused (403) upgrades, from the first refusal"`
+	ForbiddenCooldown time.Duration `env:"FORBIDDEN_COOLDOWN" ms:"FORBIDDEN_COOLDOWN_MS" key:"gate.forbidden_cooldown" desc:"reference, fixed and off gates: wait before the one retry after a 403 (adaptive paces 403 retries through the gate until the request's deadline)"`
+	WSReuse           bool          `env:"WS_REUSE" key:"codex.ws_reuse" desc:"keep completed sockets for the next request"`
 
-	MaxInflight     int           `envconfig:"MAX_INFLIGHT" default:"256" desc:"generations this worker runs at once; excess goes to other workers or gets worker_busy"`
-	MaxRequestBytes int           `envconfig:"MAX_REQUEST_BYTES" default:"0" desc:"largest request payload; 0 = the NATS server's max payload"`
-	RequestTimeout  time.Duration `envconfig:"REQUEST_TIMEOUT" default:"10m" desc:"longest a request may take"`
-	ConnectTimeout  time.Duration `envconfig:"CONNECT_TIMEOUT" default:"15s" desc:"one upgrade attempt"`
-	IdleTimeout     time.Duration `envconfig:"IDLE_TIMEOUT" default:"5m" desc:"longest gap between upstream events (and before the first)"`
-	ShutdownGrace   time.Duration `envconfig:"SHUTDOWN_GRACE" default:"30s" desc:"on SIGTERM: stop taking work, finish in-flight within this"`
+	ReplyPrefixes   string        `env:"REPLY_PREFIXES" key:"nats.reply_prefixes" desc:"comma list: replies, stream events and errors go only to reply subjects (and a job's Codex-Reply-To) that start with one of these; anything else is never generated nor answered"`
+	MaxInflight     int           `env:"MAX_INFLIGHT" key:"nats.max_inflight" desc:"generations this worker runs at once; excess goes to other workers or gets worker_busy"`
+	MaxRequestBytes int           `env:"MAX_REQUEST_BYTES" key:"nats.max_request_bytes" desc:"largest request payload; 0 = the NATS server's max payload"`
+	RequestTimeout  time.Duration `env:"REQUEST_TIMEOUT" key:"nats.request_timeout" desc:"longest a request may take"`
+	ConnectTimeout  time.Duration `env:"CONNECT_TIMEOUT" key:"codex.connect_timeout" desc:"one upgrade attempt"`
+	IdleTimeout     time.Duration `env:"IDLE_TIMEOUT" key:"codex.idle_timeout" desc:"longest gap between upstream events (and before the first)"`
+	ShutdownGrace   time.Duration `env:"SHUTDOWN_GRACE" key:"nats.shutdown_grace" desc:"on SIGTERM: stop taking work, finish in-flight within this"`
 
-	LogLevel  string `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
-	LogFormat string `envconfig:"LOG_FORMAT" default:"auto" desc:"auto (colour text on a terminal, JSON otherwise), text or json"`
+	LogLevel  string `env:"LOG_LEVEL" key:"log.level" desc:"debug, info, warn or error"`
+	LogFormat string `env:"LOG_FORMAT" key:"log.format" desc:"auto (colour text on a terminal, JSON otherwise), text or json"`
 }
 
-// loadWorkerConfig reads the environment into a workerConfig with the documented defaults and
-// checks it. Errors name the variable at fault.
-func loadWorkerConfig() (workerConfig, error) {
-	var c workerConfig
-	if err := envconfig.Process(envPrefix, &c); err != nil {
-		return c, fmt.Errorf("worker: %w", err)
-	}
-	return c, c.validate()
-}
-
-// defaultWorkerConfig returns the documented defaults, ignoring the environment.
+// defaultWorkerConfig returns the documented defaults of `codexpool worker`.
 func defaultWorkerConfig() workerConfig {
 	return workerConfig{
-		PoolConfig: PoolConfig{Subject: "codex.generate", CancelSubject: "codex.cancel", JobsSubject: "codex.jobs", JobsStream: "CODEXPOOL_JOBS",
-			ResultsBucket: "CODEXPOOL_RESULTS"},
-		Jobs: "auto", JobsReplicas: 1, JobsDedup: 2 * time.Minute, JobsAckWait: 60 * time.Second,
+		PoolConfig: defaultPoolConfig(),
+		Jobs:       "auto", JobsReplicas: 1, JobsDedup: 2 * time.Minute, JobsAckWait: 60 * time.Second,
 		JobsMaxAttempts: 5, JobsMaxAckPending: 10000, ResultsTTL: 24 * time.Hour,
 		EmbeddedNATSAddr: "127.0.0.1:4222", QueueGroup: "codexpool",
 		CodexURL: "https://chatgpt.com/backend-api/codex/responses", CodexAuthFile: "~/.codex/auth.json",
 		CodexRefreshURL: "https://auth.openai.com/oauth/token", CodexClientID: "app_EMoamEEZ73f0CkXaXp7hrann",
 		CredentialsBucket: "CODEXPOOL_CREDENTIALS", WSRetryAfter: 10 * time.Minute,
-		Model: "gpt-5.1-codex", Gate: "adaptive", ForbiddenCooldownMS: 3000, WSReuse: true,
-		GateScope: "host", ForbiddenBudget: 10 * time.Second, MaxInflight: 256, RequestTimeout: 10 * time.Minute, ConnectTimeout: 15 * time.Second,
-		IdleTimeout: 5 * time.Minute, ShutdownGrace: 30 * time.Second, LogLevel: "info", LogFormat: "auto",
-		AccountCooldown: 30 * time.Second,
+		Model: "gpt-5.1-codex", Gate: "adaptive", ForbiddenCooldown: 3 * time.Second, WSReuse: true,
+		GateScope: "host", ForbiddenBudget: 10 * time.Second, ReplyPrefixes: "_INBOX.", MaxInflight: 256, RequestTimeout: 10 * time.Minute,
+		ConnectTimeout: 15 * time.Second, IdleTimeout: 5 * time.Minute, ShutdownGrace: 30 * time.Second,
+		LogLevel: "info", LogFormat: "auto", AccountCooldown: 30 * time.Second,
 	}
+}
+
+// loadWorkerConfig reads the worker's settings: the defaults, then the file at path ("" = none),
+// then the environment; and checks them. Errors name the variable at fault, and the file key and
+// line when the value came from the file.
+func loadWorkerConfig(getenv func(string) string, path string) (workerConfig, config.Settings, error) {
+	c, st, err := loadWorkerSettings(getenv, path)
+	if err != nil {
+		return c, st, err
+	}
+	return c, st, st.Explain(c.validate())
+}
+
+// loadWorkerSettings reads the worker's settings without checking them.
+func loadWorkerSettings(getenv func(string) string, path string) (workerConfig, config.Settings, error) {
+	c := defaultWorkerConfig()
+	st, err := loader(getenv).Load(&c, path)
+	if err != nil {
+		return c, st, fmt.Errorf("worker: %w", err)
+	}
+	return c, st, nil
 }
 
 // settingError names the variable at fault.
 func settingError(name, format string, args ...any) error {
-	return fmt.Errorf("worker: %s_%s: %s", envPrefix, name, fmt.Sprintf(format, args...))
+	return fieldError("worker", name, format, args...)
 }
 
 // validate checks values a type cannot: ranges and enumerations.
 func (c workerConfig) validate() error {
-	bad := settingError
 	if err := c.PoolConfig.validate("worker"); err != nil {
 		return err
 	}
+	for _, check := range []func() error{c.validateJobs, c.validateLimits, c.validateOrigin, c.validateFormats} {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c workerConfig) validateJobs() error {
+	bad := settingError
 	switch {
 	case c.Jobs != "auto" && c.Jobs != "on" && c.Jobs != "off":
 		return bad("JOBS", "must be auto, on or off, got %q", c.Jobs)
-	case c.GateScope == "" || strings.ContainsAny(c.GateScope, "\x00\r\n"):
-		return bad("GATE_SCOPE", "must be host, account, process or a name, got %q", c.GateScope)
-	case c.ForbiddenBudget <= 0:
-		return bad("FORBIDDEN_BUDGET", "must be positive, got %s", c.ForbiddenBudget)
 	case c.JobsReplicas < 1 || c.JobsReplicas > 5:
 		return bad("JOBS_REPLICAS", "must be 1 to 5, got %d", c.JobsReplicas)
 	case c.JobsDedup <= 0:
@@ -239,16 +277,30 @@ func (c workerConfig) validate() error {
 		return bad("JOBS_MAX_ACK_PENDING", "must be at least 1, got %d", c.JobsMaxAckPending)
 	case c.ResultsTTL < time.Second:
 		return bad("RESULTS_TTL", "must be at least 1s, got %s", c.ResultsTTL)
+	}
+	return nil
+}
+
+// validateLimits checks the gate's and the service's numbers and durations.
+func (c workerConfig) validateLimits() error {
+	bad := settingError
+	switch {
+	case c.GateScope == "" || strings.ContainsAny(c.GateScope, "\x00\r\n"):
+		return bad("GATE_SCOPE", "must be host, account, process or a name, got %q", c.GateScope)
+	case c.ForbiddenBudget <= 0:
+		return bad("FORBIDDEN_BUDGET", "must be positive, got %s", c.ForbiddenBudget)
 	case c.QueueGroup == "" || strings.ContainsAny(c.QueueGroup, " \t\r\n"):
 		return bad("QUEUE_GROUP", "must be a non-empty name without spaces, got %q", c.QueueGroup)
+	case !validReplyPrefixes(c.replyPrefixes()):
+		return bad("REPLY_PREFIXES", "must be a comma list of subject prefixes without spaces or wildcards, none starting with $ (system subjects), got %q", c.ReplyPrefixes)
 	case c.MaxInflight < 1:
 		return bad("MAX_INFLIGHT", "must be at least 1, got %d", c.MaxInflight)
 	case c.MaxRequestBytes < 0:
 		return bad("MAX_REQUEST_BYTES", "must be >= 0, got %d", c.MaxRequestBytes)
-	case c.WSConnectSpacingMS < 0:
-		return bad("WS_CONNECT_SPACING_MS", "must be >= 0, got %d", c.WSConnectSpacingMS)
-	case c.ForbiddenCooldownMS < 0:
-		return bad("FORBIDDEN_COOLDOWN_MS", "must be >= 0, got %d", c.ForbiddenCooldownMS)
+	case c.WSConnectSpacing < 0:
+		return bad("WS_CONNECT_SPACING", "must be >= 0, got %s", c.WSConnectSpacing)
+	case c.ForbiddenCooldown < 0:
+		return bad("FORBIDDEN_COOLDOWN", "must be >= 0, got %s", c.ForbiddenCooldown)
 	case c.RequestTimeout <= 0:
 		return bad("REQUEST_TIMEOUT", "must be positive, got %s", c.RequestTimeout)
 	case c.ConnectTimeout <= 0:
@@ -259,6 +311,14 @@ func (c workerConfig) validate() error {
 		return bad("SHUTDOWN_GRACE", "must be >= 0, got %s", c.ShutdownGrace)
 	case c.AccountCooldown <= 0:
 		return bad("ACCOUNT_COOLDOWN", "must be positive, got %s", c.AccountCooldown)
+	}
+	return nil
+}
+
+// validateOrigin checks the Codex origin and login settings.
+func (c workerConfig) validateOrigin() error {
+	bad := settingError
+	switch {
 	case c.Model == "":
 		return bad("MODEL", "must not be empty")
 	case c.WSRetryAfter <= 0:
@@ -271,6 +331,12 @@ func (c workerConfig) validate() error {
 	if u, err := url.Parse(c.CodexRefreshURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return bad("CODEX_REFRESH_URL", "must be an http(s) URL, got %q", c.CodexRefreshURL)
 	}
+	return nil
+}
+
+// validateFormats checks the settings parsed elsewhere: addresses, the gate mode, logging.
+func (c workerConfig) validateFormats() error {
+	bad := settingError
 	if c.MetricsAddr != "" {
 		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
 			return bad("METRICS_ADDR", "must be host:port, e.g. 127.0.0.1:9464, got %q", c.MetricsAddr)
@@ -279,15 +345,19 @@ func (c workerConfig) validate() error {
 	if _, err := gate.ParseMode(c.Gate); err != nil {
 		return bad("GATE", "%v", err)
 	}
-	if _, err := parseLevel(c.LogLevel); err != nil {
-		return bad("LOG_LEVEL", "%v", err)
+	return validateLog("worker", c.LogLevel, c.LogFormat)
+}
+
+// validateLog checks CODEXPOOL_LOG_LEVEL and CODEXPOOL_LOG_FORMAT for the subcommand cmd.
+func validateLog(cmd, level, format string) error {
+	if _, err := parseLevel(level); err != nil {
+		return fieldError(cmd, "LOG_LEVEL", "%v", err)
 	}
-	switch c.LogFormat {
+	switch format {
 	case "auto", "text", "json":
-	default:
-		return bad("LOG_FORMAT", "must be auto, text or json, got %q", c.LogFormat)
+		return nil
 	}
-	return nil
+	return fieldError(cmd, "LOG_FORMAT", "must be auto, text or json, got %q", format)
 }
 
 // id returns WorkerID, or queue's default <hostname>-<pid> when it is empty.
@@ -339,8 +409,8 @@ func (c workerConfig) worker(accts []worker.Account) worker.Config {
 		ClientID:       c.CodexClientID,
 		CredentialsKey: c.CredentialsKey,
 		WSRetryAfter:   c.WSRetryAfter,
-		Gate:           gate.Config{Mode: mode, Floor: time.Duration(c.WSConnectSpacingMS) * time.Millisecond},
-		Policy: gate.Policy{ForbiddenCooldown: time.Duration(c.ForbiddenCooldownMS) * time.Millisecond,
+		Gate:           gate.Config{Mode: mode, Floor: c.WSConnectSpacing},
+		Policy: gate.Policy{ForbiddenCooldown: c.ForbiddenCooldown,
 			ConnectTimeout: c.ConnectTimeout, ForbiddenBudget: c.ForbiddenBudget},
 		NoReuse:        !c.WSReuse,
 		MaxIdleSockets: c.MaxInflight,
@@ -359,7 +429,29 @@ func (c workerConfig) queue() queue.Config {
 		MaxInflight:     c.MaxInflight,
 		MaxRequestBytes: c.MaxRequestBytes,
 		RequestTimeout:  c.RequestTimeout,
+		ReplyPrefixes:   c.replyPrefixes(),
 	}
+}
+
+// validReplyPrefixes: at least one prefix, none a wildcard or a system subject ($KV, $JS, ...).
+func validReplyPrefixes(ps []string) bool {
+	for _, p := range ps {
+		if strings.HasPrefix(p, "$") || strings.ContainsAny(p, " \t\r\n*>") {
+			return false
+		}
+	}
+	return len(ps) > 0
+}
+
+// replyPrefixes splits REPLY_PREFIXES.
+func (c workerConfig) replyPrefixes() []string {
+	var out []string
+	for _, p := range strings.Split(c.ReplyPrefixes, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // jobs returns the durable jobs configuration.
@@ -372,11 +464,11 @@ func (c workerConfig) jobs() queue.JobsConfig {
 }
 
 // embeddedStore returns the embedded server's JetStream store directory.
-func (c workerConfig) embeddedStore() string {
+func (c workerConfig) embeddedStore(getenv func(string) string) string {
 	if c.EmbeddedNATSStore != "" {
 		return c.EmbeddedNATSStore
 	}
-	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+	if d := getenv("XDG_STATE_HOME"); d != "" {
 		return filepath.Join(d, "codexpool", "nats")
 	}
 	if home, err := os.UserHomeDir(); err == nil {
@@ -385,23 +477,25 @@ func (c workerConfig) embeddedStore() string {
 	return filepath.Join(os.TempDir(), "codexpool-nats")
 }
 
-// printSettings writes the settings table of spec (variable, default, meaning) to w.
+// printSettings writes the settings table of spec (variable, file key, default, meaning) to w,
+// grouped by file section; spec points to the defaults.
 func printSettings(w io.Writer, spec any) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "VARIABLE\tDEFAULT\tMEANING")
-	const format = `{{range .}}{{usage_key .}}	{{usage_default .}}	{{usage_description .}}
-{{end}}`
-	if err := envconfig.Usagef(envPrefix, spec, tw, format); err != nil {
-		return fmt.Errorf("usage: %w", err)
+	list, err := config.Fields(envPrefix, spec)
+	if err != nil {
+		return err
 	}
-	return tw.Flush()
+	return config.PrintHelp(w, config.Settings{List: list}.Sorted(sectionOrder).List)
 }
 
-// settingNames returns every CODEXPOOL_* variable name spec reads.
+// settingNames returns every CODEXPOOL_* variable name spec reads, older names included.
 func settingNames(spec any) []string {
-	var b strings.Builder
-	const format = `{{range .}}{{usage_key .}}
-{{end}}`
-	_ = envconfig.Usagef(envPrefix, spec, &b, format)
-	return strings.Fields(b.String())
+	list, _ := config.Fields(envPrefix, spec)
+	var names []string
+	for _, s := range list {
+		names = append(names, s.Env)
+		if s.MSEnv != "" {
+			names = append(names, s.MSEnv)
+		}
+	}
+	return names
 }

@@ -6,15 +6,13 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/codexpool/codexpool/internal/config"
 )
 
-// clearEnv unsets every CODEXPOOL_* setting for the test (restored afterwards).
-func clearEnv(t *testing.T) {
-	t.Helper()
-	for _, name := range settingNames(&workerConfig{}) {
-		t.Setenv(name, "")
-		os.Unsetenv(name)
-	}
+// envOf returns a getenv over m.
+func envOf(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
 }
 
 func TestValidateNamesTheVariable(t *testing.T) {
@@ -29,7 +27,8 @@ func TestValidateNamesTheVariable(t *testing.T) {
 		{"log format", func(c *workerConfig) { c.LogFormat = "xml" }, "CODEXPOOL_LOG_FORMAT"},
 		{"request timeout", func(c *workerConfig) { c.RequestTimeout = 0 }, "CODEXPOOL_REQUEST_TIMEOUT"},
 		{"subject", func(c *workerConfig) { c.Subject = "a b" }, "CODEXPOOL_SUBJECT"},
-		{"floor", func(c *workerConfig) { c.WSConnectSpacingMS = -1 }, "CODEXPOOL_WS_CONNECT_SPACING_MS"},
+		{"floor", func(c *workerConfig) { c.WSConnectSpacing = -1 }, "CODEXPOOL_WS_CONNECT_SPACING"},
+		{"forbidden cooldown", func(c *workerConfig) { c.ForbiddenCooldown = -1 }, "CODEXPOOL_FORBIDDEN_COOLDOWN"},
 		{"ws retry", func(c *workerConfig) { c.WSRetryAfter = 0 }, "CODEXPOOL_WS_RETRY_AFTER"},
 		{"refresh url", func(c *workerConfig) { c.CodexRefreshURL = "auth.openai.com/oauth" }, "CODEXPOOL_CODEX_REFRESH_URL"},
 		{"client id", func(c *workerConfig) { c.CodexClientID = "" }, "CODEXPOOL_CODEX_CLIENT_ID"},
@@ -54,12 +53,10 @@ func TestValidateNamesTheVariable(t *testing.T) {
 }
 
 func TestLoadConfigFromEnvironment(t *testing.T) {
-	clearEnv(t)
-	t.Setenv("CODEXPOOL_MAX_INFLIGHT", "7")
-	t.Setenv("CODEXPOOL_REQUEST_TIMEOUT", "90s")
-	t.Setenv("CODEXPOOL_GATE", "fixed")
-	t.Setenv("CODEXPOOL_WS_REUSE", "false")
-	c, err := loadWorkerConfig()
+	env := map[string]string{
+		"CODEXPOOL_MAX_INFLIGHT": "7", "CODEXPOOL_REQUEST_TIMEOUT": "90s", "CODEXPOOL_GATE": "fixed", "CODEXPOOL_WS_REUSE": "false",
+	}
+	c, _, err := loadWorkerConfig(envOf(env), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,30 +66,35 @@ func TestLoadConfigFromEnvironment(t *testing.T) {
 	if c.Model != "gpt-5.1-codex" || c.Subject != "codex.generate" || c.ShutdownGrace != 30*time.Second {
 		t.Fatalf("defaults not applied: %+v", c)
 	}
-	t.Setenv("CODEXPOOL_MAX_INFLIGHT", "many")
-	if _, err := loadWorkerConfig(); err == nil || !strings.Contains(err.Error(), "MAX_INFLIGHT") {
-		t.Fatalf("bad number: err = %v, want one naming MAX_INFLIGHT", err)
+	env["CODEXPOOL_MAX_INFLIGHT"] = "many"
+	if _, _, err := loadWorkerConfig(envOf(env), ""); err == nil || !strings.Contains(err.Error(), "CODEXPOOL_MAX_INFLIGHT") {
+		t.Fatalf("bad number: err = %v, want one naming CODEXPOOL_MAX_INFLIGHT", err)
 	}
 }
 
-func TestDefaultConfigMatchesTags(t *testing.T) {
-	// DefaultConfig is what LoadConfig gives with an empty environment.
-	clearEnv(t)
-	c, err := loadWorkerConfig()
-	if err != nil {
-		t.Fatal(err)
+// TestLoadConfigIgnoresTheProcessEnvironment: settings come through the injected getenv only.
+func TestLoadConfigIgnoresTheProcessEnvironment(t *testing.T) {
+	t.Setenv("CODEXPOOL_MAX_INFLIGHT", "7")
+	t.Setenv("CODEXPOOL_CONFIG", "/nonexistent/codexpool.yaml")
+	c, st, err := loadWorkerConfig(envOf(nil), "")
+	if err != nil || c != defaultWorkerConfig() {
+		t.Fatalf("got %+v, %v; want the defaults", c, err)
 	}
-	if c != defaultWorkerConfig() {
-		t.Fatalf("loadWorkerConfig() with no CODEXPOOL_* set = %+v, defaultWorkerConfig() = %+v", c, defaultWorkerConfig())
+	for _, s := range st.List {
+		if s.Source != config.Default {
+			t.Errorf("%s: source %s, want default", s.Key, s.Source)
+		}
 	}
 }
 
 func TestPrintUsageListsEverySetting(t *testing.T) {
 	var b bytes.Buffer
-	if err := printSettings(&b, &workerConfig{}); err != nil {
+	defaults := defaultWorkerConfig()
+	if err := printSettings(&b, &defaults); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"CODEXPOOL_NATS_URL", "CODEXPOOL_GATE", "CODEXPOOL_SHUTDOWN_GRACE", "CODEXPOOL_LOG_FORMAT"} {
+	for _, name := range []string{"CODEXPOOL_NATS_URL", "CODEXPOOL_GATE", "CODEXPOOL_SHUTDOWN_GRACE", "CODEXPOOL_LOG_FORMAT",
+		"CODEXPOOL_WS_CONNECT_SPACING_MS", "nats.url", "gate.ws_connect_spacing", "codex.model"} {
 		if !strings.Contains(b.String(), name) {
 			t.Errorf("usage lacks %s:\n%s", name, b.String())
 		}

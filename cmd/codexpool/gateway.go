@@ -13,10 +13,10 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/kelseyhightower/envconfig"
 	"github.com/nats-io/nats.go"
 
 	"github.com/codexpool/codexpool/gateway"
+	"github.com/codexpool/codexpool/internal/config"
 	"github.com/codexpool/codexpool/queue"
 	"github.com/codexpool/codexpool/queue/client"
 	"github.com/codexpool/codexpool/schemas"
@@ -29,70 +29,92 @@ Authorization: Bearer <key> with one of CODEXPOOL_GATEWAY_KEYS; without keys the
 on loopback only. It keeps no state: run as many as you like behind a load balancer. With no
 CODEXPOOL_NATS_URL it connects to nats://127.0.0.1:4222 (a worker's embedded server).
 
-Environment (CODEXPOOL_*):
+Settings: the file key (in --config FILE or $CODEXPOOL_CONFIG), overridden by the variable:
 `
 
 // gatewayConfig is `codexpool gateway`'s configuration.
 type gatewayConfig struct {
 	PoolConfig
-	Addr           string        `envconfig:"GATEWAY_ADDR" default:"127.0.0.1:8080" desc:"where the gateway listens (host:port); without keys only a loopback address is accepted"`
-	Keys           string        `envconfig:"GATEWAY_KEYS" desc:"client keys (Authorization: Bearer <key>), comma-separated, or @/path/to/file with one key per line; empty = no authentication, loopback only"`
-	Models         string        `envconfig:"GATEWAY_MODELS" default:"gpt-5.1-codex" desc:"models GET /v1/models lists, comma-separated (requests may name any: the workers decide)"`
-	MaxBodyBytes   int64         `envconfig:"GATEWAY_MAX_BODY_BYTES" default:"0" desc:"largest request body, 413 above it; 0 = the NATS server's max payload"`
-	KeepAlive      time.Duration `envconfig:"GATEWAY_KEEPALIVE" default:"15s" desc:"a stream silent this long gets an SSE keep-alive comment"`
-	RequestTimeout time.Duration `envconfig:"GATEWAY_REQUEST_TIMEOUT" default:"10m" desc:"longest a request may take (the pool request's deadline, sent as Codex-Timeout)"`
-	ShutdownGrace  time.Duration `envconfig:"SHUTDOWN_GRACE" default:"30s" desc:"on SIGTERM: stop accepting, let requests and streams in progress finish within this"`
-	LogLevel       string        `envconfig:"LOG_LEVEL" default:"info" desc:"debug (adds request bodies), info (one line per request), warn or error"`
-	LogFormat      string        `envconfig:"LOG_FORMAT" default:"auto" desc:"auto (colour text on a terminal, JSON otherwise), text or json"`
+	Addr           string        `env:"GATEWAY_ADDR" key:"gateway.addr" desc:"where the gateway listens (host:port); without keys only a loopback address is accepted"`
+	Keys           string        `env:"GATEWAY_KEYS" key:"gateway.keys" secret:"true" desc:"client keys (Authorization: Bearer <key>), comma-separated, or @/path/to/file with one key per line; empty = no authentication, loopback only"`
+	Models         string        `env:"GATEWAY_MODELS" key:"gateway.models" desc:"models GET /v1/models lists, comma-separated (requests may name any: the workers decide)"`
+	MaxBodyBytes   int64         `env:"GATEWAY_MAX_BODY_BYTES" key:"gateway.max_body_bytes" desc:"largest request body, 413 above it; 0 = the NATS server's max payload"`
+	KeepAlive      time.Duration `env:"GATEWAY_KEEPALIVE" key:"gateway.keepalive" desc:"a stream silent this long gets an SSE keep-alive comment"`
+	RequestTimeout time.Duration `env:"GATEWAY_REQUEST_TIMEOUT" key:"gateway.request_timeout" desc:"longest a request may take (the pool request's deadline, sent as Codex-Timeout)"`
+	WriteTimeout   time.Duration `env:"GATEWAY_WRITE_TIMEOUT" key:"gateway.write_timeout" desc:"longest one write of a stream may wait for a client that does not read; then it is cut off and its request cancelled"`
+	Unavailable    time.Duration `env:"GATEWAY_UNAVAILABLE_WAIT" key:"gateway.unavailable_wait" desc:"how long a request waits for a NATS connection that is down before it is answered 503 unavailable with retry-after"`
+	ShutdownGrace  time.Duration `env:"SHUTDOWN_GRACE" key:"gateway.shutdown_grace" desc:"on SIGTERM: stop accepting, let requests and streams in progress finish within this"`
+	LogLevel       string        `env:"LOG_LEVEL" key:"log.level" desc:"debug (adds request bodies), info (one line per request), warn or error"`
+	LogFormat      string        `env:"LOG_FORMAT" key:"log.format" desc:"auto (colour text on a terminal, JSON otherwise), text or json"`
+}
+
+// defaultGatewayConfig returns the documented defaults of `codexpool gateway`.
+func defaultGatewayConfig() gatewayConfig {
+	return gatewayConfig{PoolConfig: defaultPoolConfig(), Addr: "127.0.0.1:8080", Models: "gpt-5.1-codex",
+		KeepAlive: 15 * time.Second, RequestTimeout: 10 * time.Minute, ShutdownGrace: 30 * time.Second,
+		WriteTimeout: 30 * time.Second, Unavailable: 5 * time.Second,
+		LogLevel: "info", LogFormat: "auto"}
 }
 
 func gatewaySettingError(name, format string, args ...any) error {
-	return fmt.Errorf("gateway: %s_%s: %s", envPrefix, name, fmt.Sprintf(format, args...))
+	return fieldError("gateway", name, format, args...)
 }
 
-// loadGatewayConfig reads and checks the gateway's settings and its client keys.
-func loadGatewayConfig() (gatewayConfig, []string, error) {
-	var c gatewayConfig
-	if err := envconfig.Process(envPrefix, &c); err != nil {
-		return c, nil, fmt.Errorf("gateway: %w", err)
+// loadGatewayConfig reads the gateway's settings (defaults, then the file at path, then the
+// environment) and checks them and its client keys.
+func loadGatewayConfig(getenv func(string) string, path string) (gatewayConfig, []string, error) {
+	c, st, err := loadGatewaySettings(getenv, path)
+	if err != nil {
+		return c, nil, err
 	}
+	keys, err := c.check()
+	return c, keys, st.Explain(err)
+}
+
+// loadGatewaySettings reads the gateway's settings without checking them.
+func loadGatewaySettings(getenv func(string) string, path string) (gatewayConfig, config.Settings, error) {
+	c := defaultGatewayConfig()
+	st, err := loader(getenv).Load(&c, path)
+	if err != nil {
+		return c, st, fmt.Errorf("gateway: %w", err)
+	}
+	return c, st, nil
+}
+
+// check validates the settings and returns the client keys.
+func (c gatewayConfig) check() ([]string, error) {
 	bad := gatewaySettingError
 	switch {
 	case c.Subject == "" || strings.ContainsAny(c.Subject, " \t\r\n"):
-		return c, nil, bad("SUBJECT", "must be a NATS subject, got %q", c.Subject)
+		return nil, bad("SUBJECT", "must be a NATS subject, got %q", c.Subject)
 	case c.MaxBodyBytes < 0:
-		return c, nil, bad("GATEWAY_MAX_BODY_BYTES", "must be >= 0, got %d", c.MaxBodyBytes)
+		return nil, bad("GATEWAY_MAX_BODY_BYTES", "must be >= 0, got %d", c.MaxBodyBytes)
 	case c.KeepAlive <= 0:
-		return c, nil, bad("GATEWAY_KEEPALIVE", "must be positive, got %s", c.KeepAlive)
+		return nil, bad("GATEWAY_KEEPALIVE", "must be positive, got %s", c.KeepAlive)
 	case c.RequestTimeout <= 0:
-		return c, nil, bad("GATEWAY_REQUEST_TIMEOUT", "must be positive, got %s", c.RequestTimeout)
+		return nil, bad("GATEWAY_REQUEST_TIMEOUT", "must be positive, got %s", c.RequestTimeout)
 	case c.ShutdownGrace < 0:
-		return c, nil, bad("SHUTDOWN_GRACE", "must be >= 0, got %s", c.ShutdownGrace)
+		return nil, bad("SHUTDOWN_GRACE", "must be >= 0, got %s", c.ShutdownGrace)
 	case len(c.models()) == 0:
-		return c, nil, bad("GATEWAY_MODELS", "must name at least one model")
+		return nil, bad("GATEWAY_MODELS", "must name at least one model")
 	}
 	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
-		return c, nil, bad("GATEWAY_ADDR", "must be host:port, e.g. 127.0.0.1:8080, got %q", c.Addr)
+		return nil, bad("GATEWAY_ADDR", "must be host:port, e.g. 127.0.0.1:8080, got %q", c.Addr)
 	}
-	if _, err := parseLevel(c.LogLevel); err != nil {
-		return c, nil, bad("LOG_LEVEL", "%v", err)
-	}
-	switch c.LogFormat {
-	case "auto", "text", "json":
-	default:
-		return c, nil, bad("LOG_FORMAT", "must be auto, text or json, got %q", c.LogFormat)
+	if err := validateLog("gateway", c.LogLevel, c.LogFormat); err != nil {
+		return nil, err
 	}
 	keys, err := parseKeys(c.Keys)
 	if err != nil {
-		return c, nil, bad("GATEWAY_KEYS", "%v", err)
+		return nil, bad("GATEWAY_KEYS", "%v", err)
 	}
 	if err := gateway.CheckAddr(c.Addr, keys); errors.Is(err, gateway.ErrOpenWithoutKeys) {
-		return c, nil, fmt.Errorf("gateway: %s_GATEWAY_ADDR=%s is not a loopback address and %s_GATEWAY_KEYS is empty: "+
+		return nil, fmt.Errorf("gateway: %s_GATEWAY_ADDR=%s is not a loopback address and %s_GATEWAY_KEYS is empty: "+
 			"set client keys to listen beyond this machine, or listen on 127.0.0.1", envPrefix, c.Addr, envPrefix)
 	} else if err != nil {
-		return c, nil, bad("GATEWAY_ADDR", "%v", err)
+		return nil, bad("GATEWAY_ADDR", "%v", err)
 	}
-	return c, keys, nil
+	return keys, nil
 }
 
 func (c gatewayConfig) models() []string {
@@ -139,10 +161,11 @@ func parseKeys(s string) ([]string, error) {
 
 func runGateway(ctx context.Context, e env, args []string) error {
 	var usageTable bytes.Buffer
-	if err := printSettings(&usageTable, &gatewayConfig{}); err != nil {
+	defaults := defaultGatewayConfig()
+	if err := printSettings(&usageTable, &defaults); err != nil {
 		return err
 	}
-	fs := newFlags(e, "gateway", "gateway [--help]", gatewayTrailer+usageTable.String())
+	fs := newFlags(e, "gateway", "gateway [--config FILE] [--help]", gatewayTrailer+usageTable.String())
 	if err := fs.parse(e, args); err != nil {
 		return err
 	}
@@ -150,76 +173,151 @@ func runGateway(ctx context.Context, e env, args []string) error {
 		fs.printUsage(e.stderr)
 		return exitError{code: 2, msg: fmt.Sprintf("gateway takes no arguments, got %q (configure it with CODEXPOOL_* variables)", fs.Args())}
 	}
-	cfg, keys, err := loadGatewayConfig()
+	cfg, keys, err := loadGatewayConfig(e.getenv, fs.configPath(e))
 	if err != nil {
 		return err
 	}
-	log, err := newLogger(e.stderr, cfg.LogLevel, cfg.LogFormat)
+	m, err := newGatewayMain(e, cfg, keys)
 	if err != nil {
 		return err
 	}
-	natsOpts, err := cfg.security().Options()
-	if err != nil {
+	if err := m.Run(ctx); err != nil {
 		return err
 	}
-	url := cfg.NATSURL
-	if url == "" {
-		url = nats.DefaultURL
-	}
-	nc, err := queue.Connect(ctx, url, "codexpool gateway", log, natsOpts...)
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	ln, err := net.Listen("tcp", cfg.Addr)
-	if err != nil {
-		return fmt.Errorf("gateway: listen on %s (%s_GATEWAY_ADDR): %w", cfg.Addr, envPrefix, err)
-	}
-	cl := client.New(nc, client.Options{Subject: cfg.Subject, Timeout: cfg.RequestTimeout,
-		CancelSubject: cfg.CancelSubject, JobsSubject: cfg.JobsSubject, ResultsBucket: cfg.ResultsBucket})
-	var jobs gateway.Jobs
-	if on, _ := nc.ConnectedServerJetStream(); on {
-		jobs = gatewayJobs{cl}
-	}
-	g := gateway.New(cl, nc, gateway.Config{
-		Jobs:           jobs,
-		Keys:           keys,
-		Models:         cfg.models(),
-		MaxBodyBytes:   cfg.MaxBodyBytes,
-		KeepAlive:      cfg.KeepAlive,
-		RequestTimeout: cfg.RequestTimeout,
-		Logger:         log,
-	})
-	srv := gateway.NewServer(g)
-	srv.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelWarn)
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	log.Info("gateway listening", "addr", ln.Addr().String(), "nats", nc.ConnectedUrlRedacted(), "subject", cfg.Subject,
-		"auth", len(keys) > 0, "keys", len(keys), "models", cfg.models())
-
 	select {
-	case err := <-served:
+	case err := <-m.served:
+		m.undo()
 		return fmt.Errorf("gateway: serve: %w", err)
 	case <-ctx.Done():
 	}
-	log.Info("shutting down: no new connections, finishing requests in progress", "grace", cfg.ShutdownGrace)
-	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace)
-	err = srv.Shutdown(sctx)
+	m.Close()
+	return nil
+}
+
+// gatewayMain is one `codexpool gateway` process. Run connects to NATS, listens and serves, each
+// step returning its undo; Close holds the shutdown order.
+type gatewayMain struct {
+	cfg      gatewayConfig
+	keys     []string
+	log      *slog.Logger
+	natsOpts []nats.Option
+
+	nc     *nats.Conn
+	ln     net.Listener
+	srv    *http.Server
+	served chan error // Serve's result
+	undos  []func()   // of the steps done, in start order
+}
+
+func newGatewayMain(e env, cfg gatewayConfig, keys []string) (*gatewayMain, error) {
+	log, err := newLogger(e.stderr, cfg.LogLevel, cfg.LogFormat)
+	if err != nil {
+		return nil, err
+	}
+	natsOpts, err := cfg.security().Options()
+	if err != nil {
+		return nil, err
+	}
+	return &gatewayMain{cfg: cfg, keys: keys, log: log, natsOpts: natsOpts, served: make(chan error, 1)}, nil
+}
+
+// Run starts the gateway; it serves when Run returns nil, until Close or until Serve fails
+// (served).
+func (m *gatewayMain) Run(ctx context.Context) error {
+	for _, step := range []func(context.Context) (func(), error){m.connect, m.listen, m.serve} {
+		undo, err := step(ctx)
+		if err != nil {
+			m.undo()
+			return err
+		}
+		if undo != nil {
+			m.undos = append(m.undos, undo)
+		}
+	}
+	return nil
+}
+
+// Close stops a serving gateway: stop accepting and let requests in progress finish within the
+// grace period, then close what is left (which cancels those pool requests); flush NATS so the
+// cancellations go out; then undo the start steps.
+func (m *gatewayMain) Close() {
+	m.log.Info("shutting down: no new connections, finishing requests in progress", "grace", m.cfg.ShutdownGrace)
+	sctx, cancel := context.WithTimeout(context.Background(), m.cfg.ShutdownGrace)
+	err := m.srv.Shutdown(sctx)
 	cancel()
 	if err != nil {
 		// Closing the connections ends the requests' contexts, which cancels their pool requests.
-		log.Warn("shutdown grace over; closing the remaining connections", "error", err)
-		_ = srv.Close()
+		m.log.Warn("shutdown grace over; closing the remaining connections", "error", err)
+		_ = m.srv.Close()
 	}
-	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
-		log.Warn("serve", "error", err)
+	if err := <-m.served; !errors.Is(err, http.ErrServerClosed) {
+		m.log.Warn("serve", "error", err)
 	}
 	// Cancellations of the requests just cut off go out before the connection closes.
-	if err := nc.FlushTimeout(time.Second); err != nil {
-		log.Warn("NATS flush", "error", err)
+	if err := m.nc.FlushTimeout(time.Second); err != nil {
+		m.log.Warn("NATS flush", "error", err)
 	}
-	log.Info("stopped")
-	return nil
+	m.log.Info("stopped")
+	m.undo()
+}
+
+// undo undoes the start steps done, last first.
+func (m *gatewayMain) undo() {
+	for i := len(m.undos) - 1; i >= 0; i-- {
+		m.undos[i]()
+	}
+	m.undos = nil
+}
+
+// connect connects to CODEXPOOL_NATS_URL, else to a worker's embedded server on this machine.
+func (m *gatewayMain) connect(ctx context.Context) (func(), error) {
+	url := m.cfg.NATSURL
+	if url == "" {
+		url = nats.DefaultURL
+	}
+	nc, err := queue.Connect(ctx, url, "codexpool gateway", m.log, m.natsOpts...)
+	if err != nil {
+		return nil, err
+	}
+	m.nc = nc
+	return nc.Close, nil
+}
+
+func (m *gatewayMain) listen(context.Context) (func(), error) {
+	ln, err := net.Listen("tcp", m.cfg.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: listen on %s (%s_GATEWAY_ADDR): %w", m.cfg.Addr, envPrefix, err)
+	}
+	m.ln = ln
+	return nil, nil // the server closes it
+}
+
+// serve starts the HTTP server on the listener; its result arrives on served.
+func (m *gatewayMain) serve(context.Context) (func(), error) {
+	cfg := m.cfg
+	cl := client.New(m.nc, client.Options{Subject: cfg.Subject, Timeout: cfg.RequestTimeout,
+		CancelSubject: cfg.CancelSubject, JobsSubject: cfg.JobsSubject, ResultsBucket: cfg.ResultsBucket})
+	var jobs gateway.Jobs
+	if on, _ := m.nc.ConnectedServerJetStream(); on {
+		jobs = gatewayJobs{cl}
+	}
+	g := gateway.New(cl, m.nc, gateway.Config{
+		Jobs:            jobs,
+		Keys:            m.keys,
+		Models:          cfg.models(),
+		MaxBodyBytes:    cfg.MaxBodyBytes,
+		KeepAlive:       cfg.KeepAlive,
+		RequestTimeout:  cfg.RequestTimeout,
+		WriteTimeout:    cfg.WriteTimeout,
+		UnavailableWait: cfg.Unavailable,
+		Logger:          m.log,
+	})
+	m.srv = gateway.NewServer(g)
+	m.srv.ErrorLog = slog.NewLogLogger(m.log.Handler(), slog.LevelWarn)
+	go func() { m.served <- m.srv.Serve(m.ln) }()
+	m.log.Info("gateway listening", "addr", m.ln.Addr().String(), "nats", m.nc.ConnectedUrlRedacted(), "subject", cfg.Subject,
+		"auth", len(m.keys) > 0, "keys", len(m.keys), "models", cfg.models())
+	return nil, nil
 }
 
 // gatewayJobs serves the gateway's "background": true with the pool's durable jobs: the job id

@@ -60,7 +60,7 @@ func TestGatewayConfig(t *testing.T) {
 			for k, v := range tt.env {
 				t.Setenv(k, v)
 			}
-			c, keys, err := loadGatewayConfig()
+			c, keys, err := loadGatewayConfig(os.Getenv, "")
 			if len(tt.wantErr) == 0 {
 				if err != nil {
 					t.Fatalf("got %v, want success", err)
@@ -84,7 +84,7 @@ func TestGatewayConfig(t *testing.T) {
 		})
 	}
 	clearGatewayEnv(t)
-	c, _, err := loadGatewayConfig()
+	c, _, err := loadGatewayConfig(os.Getenv, "")
 	if err != nil || c.Addr != "127.0.0.1:8080" || !slices.Equal(c.models(), []string{"gpt-5.1-codex"}) ||
 		c.KeepAlive != 15*time.Second || c.RequestTimeout != 10*time.Minute {
 		t.Errorf("defaults: got %+v (%v), want 127.0.0.1:8080, gpt-5.1-codex, 15s keep-alive, 10m timeout", c, err)

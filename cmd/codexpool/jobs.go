@@ -49,7 +49,7 @@ func runJobs(ctx context.Context, e env, args []string) error {
 		fs.printUsage(e.stderr)
 		return exitError{code: 2, msg: fmt.Sprintf("jobs takes no arguments, got %q", fs.Args())}
 	}
-	pool, err := loadPoolConfig("jobs")
+	pool, err := loadPoolConfig(e, fs)
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"runtime/debug"
+	"slices"
 	"strings"
 )
 
@@ -40,7 +41,7 @@ Usage:
   codexpool <command> [flags] [args]
 
 Commands:
-  worker   run one worker process (configured by CODEXPOOL_* environment; --help lists them)
+  worker   run one worker process (configured by codexpool.yaml and CODEXPOOL_*; --help lists them)
   sim      run a local Codex origin simulator (no account needed)
   ask      send one request and print the answer (--stream to stream it)
   bench    load test: NATS + simulator + N worker processes, a table per gate mode
@@ -48,6 +49,7 @@ Commands:
   batch    submit every line of a JSONL file as a durable job and write the results (resumable)
   jobs     the durable jobs backlog: pending, in progress, redelivered, finished, failed
   gateway  serve the OpenAI Responses API over HTTP in front of the pool (SDKs, Codex CLI)
+  config   print the effective settings, each with its source (--example: a sample codexpool.yaml)
   version  print the version
   help     this text
 
@@ -87,6 +89,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		err = runJobs(ctx, e, rest)
 	case "gateway":
 		err = runGateway(ctx, e, rest)
+	case "config":
+		err = runConfig(ctx, e, rest)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, "codexpool", getVersion())
 		return nil
@@ -107,7 +111,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 type flags struct {
 	*flag.FlagSet
 	synopsis, trailer string
+	config            *string // --config, on the subcommands that read settings; else nil
 }
+
+// settingsCommands are the subcommands that read settings: their flag sets have --config.
+var settingsCommands = []string{"worker", "gateway", "ask", "batch", "jobs", "config"}
 
 // newFlags returns a flag set that reports errors instead of exiting. Its help is a synopsis,
 // the flags and an optional trailer.
@@ -115,7 +123,19 @@ func newFlags(e env, name, synopsis, trailer string) *flags {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
 	fs.Usage = func() {} // printed by parse, to the right stream
-	return &flags{FlagSet: fs, synopsis: synopsis, trailer: trailer}
+	f := &flags{FlagSet: fs, synopsis: synopsis, trailer: trailer}
+	if slices.Contains(settingsCommands, name) {
+		f.config = fs.String("config", "", "read settings from `FILE` (YAML, see codexpool.example.yaml); default $"+envPrefix+"_CONFIG")
+	}
+	return f
+}
+
+// configPath is the settings file: --config, else CODEXPOOL_CONFIG, else none ("").
+func (f *flags) configPath(e env) string {
+	if f.config != nil && *f.config != "" {
+		return *f.config
+	}
+	return e.getenv(envPrefix + "_CONFIG")
 }
 
 func (f *flags) printUsage(out io.Writer) {

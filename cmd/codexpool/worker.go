@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
 	"github.com/codexpool/codexpool/gate"
@@ -24,15 +23,16 @@ generation over a WebSocket to the Codex origin. Start more processes, on more m
 out. With no CODEXPOOL_NATS_URL the worker embeds a NATS server that clients and other workers
 can join.
 
-Environment (CODEXPOOL_*):
+Settings: the file key (in --config FILE or $CODEXPOOL_CONFIG), overridden by the variable:
 `
 
 func runWorker(ctx context.Context, e env, args []string) error {
 	var usageTable bytes.Buffer
-	if err := printSettings(&usageTable, &workerConfig{}); err != nil {
+	defaults := defaultWorkerConfig()
+	if err := printSettings(&usageTable, &defaults); err != nil {
 		return err
 	}
-	fs := newFlags(e, "worker", "worker [--help]", workerTrailer+usageTable.String())
+	fs := newFlags(e, "worker", "worker [--config FILE] [--help]", workerTrailer+usageTable.String())
 	if err := fs.parse(e, args); err != nil {
 		return err
 	}
@@ -40,167 +40,281 @@ func runWorker(ctx context.Context, e env, args []string) error {
 		fs.printUsage(e.stderr)
 		return exitError{code: 2, msg: fmt.Sprintf("worker takes no arguments, got %q (configure it with CODEXPOOL_* variables)", fs.Args())}
 	}
-	cfg, err := loadWorkerConfig()
+	cfg, _, err := loadWorkerConfig(e.getenv, fs.configPath(e))
 	if err != nil {
 		return err
 	}
+	m, err := newWorkerMain(e, cfg)
+	if err != nil {
+		return err
+	}
+	if err := m.Run(ctx); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	m.Close()
+	return nil
+}
+
+// workerMain is one `codexpool worker` process: its configuration and what it started. Run starts
+// it in named steps, each of which returns how to undo it; when a step fails, the steps done so
+// far are undone in reverse and Run returns the error. Close holds the shutdown order.
+type workerMain struct {
+	cfg      workerConfig
+	getenv   func(string) string
+	log      *slog.Logger
+	natsOpts []nats.Option
+	url      string           // of the NATS server(s): CODEXPOOL_NATS_URL, else the embedded server's
+	accts    []worker.Account // from CODEXPOOL_ACCOUNTS; nil = the CODEXPOOL_CODEX_* account
+	met      *metrics.Metrics // nil without CODEXPOOL_METRICS_ADDR
+
+	nc    *nats.Conn
+	w     *worker.Worker
+	svc   *queue.Service
+	undos []func() // of the steps done, in start order
+
+	// serving is true from the subscription's start until shutdown begins (/readyz).
+	serving atomic.Bool
+}
+
+// newWorkerMain checks what can be checked before anything starts: the logger, the NATS security
+// files, the accounts file and, without one, that some credentials exist.
+func newWorkerMain(e env, cfg workerConfig) (*workerMain, error) {
 	log, err := newLogger(e.stderr, cfg.LogLevel, cfg.LogFormat)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	sec := cfg.security()
-	natsOpts, err := sec.Options()
-	if err != nil {
-		return err
+	m := &workerMain{cfg: cfg, getenv: e.getenv, log: log, url: cfg.NATSURL}
+	if m.natsOpts, err = cfg.security().Options(); err != nil {
+		return nil, err
 	}
-	var met *metrics.Metrics
-	var obs worker.Observer
 	if cfg.MetricsAddr != "" {
-		met = metrics.New(cfg.id(), getVersion())
-		obs = met
+		m.met = metrics.New(cfg.id(), getVersion())
 	}
-	accts, err := cfg.accounts(e.getenv)
-	if err != nil {
-		return err
+	if m.accts, err = cfg.accounts(e.getenv); err != nil {
+		return nil, err
 	}
-	if accts != nil && (cfg.CodexToken != "" || cfg.CodexAccountID != "") {
+	if m.accts != nil && (cfg.CodexToken != "" || cfg.CodexAccountID != "") {
 		log.Warn("CODEXPOOL_CODEX_TOKEN and CODEXPOOL_CODEX_ACCOUNT_ID are ignored: CODEXPOOL_ACCOUNTS lists the accounts",
 			"accounts_file", cfg.Accounts)
 	}
 	// Fail before NATS when there are no credentials at all: a person is reading the error.
-	if accts == nil {
+	if m.accts == nil {
 		if _, err := codex.ResolveCredentials(cfg.CodexToken, cfg.CodexAccountID, cfg.authFilePath()); errors.Is(err, codex.ErrNoCredentials) {
-			return fmt.Errorf("%w (set CODEXPOOL_CODEX_TOKEN, CODEXPOOL_CODEX_AUTH_FILE to a Codex CLI login, or CODEXPOOL_ACCOUNTS)", err)
+			return nil, fmt.Errorf("%w (set CODEXPOOL_CODEX_TOKEN, CODEXPOOL_CODEX_AUTH_FILE to a Codex CLI login, or CODEXPOOL_ACCOUNTS)", err)
 		} else if err != nil {
-			return err
+			return nil, err
 		}
 	}
+	return m, nil
+}
 
-	// serving is true from the subscription's start until shutdown begins (/readyz).
-	var serving atomic.Bool
-	if met != nil {
-		ms, err := metrics.Start(cfg.MetricsAddr, met, log)
+// Run starts the worker; it serves when Run returns nil, until Close (call Close only then).
+func (m *workerMain) Run(ctx context.Context) error {
+	steps := []func(context.Context) (undo func(), err error){
+		m.startMetrics,  // /metrics, /healthz, /readyz (not ready yet)
+		m.startEmbedded, // the embedded NATS server, without CODEXPOOL_NATS_URL
+		m.connect,       // the NATS connection
+		m.startWorker,   // accounts, gates, the origin client
+		m.startService,  // the micro service and the jobs consumer: requests arrive from here on
+		m.linkGates,     // gate state shared with the gates of the same account
+	}
+	for _, step := range steps {
+		undo, err := step(ctx)
 		if err != nil {
+			m.undo()
 			return err
 		}
-		defer func() {
-			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			_ = ms.Shutdown(sctx)
-		}()
-		log.Info("metrics listening", "addr", ms.Addr(), "paths", "/metrics /healthz /readyz")
+		if undo != nil {
+			m.undos = append(m.undos, undo)
+		}
 	}
+	m.ready()
+	return nil
+}
 
-	url := cfg.NATSURL
-	var ns *server.Server
-	if url == "" {
-		var opts []queue.EmbeddedOption
-		if cfg.Jobs != "off" {
-			opts = append(opts, queue.WithJetStream(cfg.embeddedStore()))
-		}
-		ns, err = queue.StartEmbedded(cfg.EmbeddedNATSAddr, log, opts...)
-		if err != nil && cfg.Jobs == "auto" && opts != nil {
-			// The store is unusable (unwritable, another server's): serve requests without jobs.
-			log.Warn("durable jobs off: the embedded server's JetStream store cannot be used", "store", cfg.embeddedStore(), "error", err)
-			cfg.Jobs = "off"
-			ns, err = queue.StartEmbedded(cfg.EmbeddedNATSAddr, log)
-		}
-		if err != nil {
-			return err
-		}
-		defer func() {
-			ns.Shutdown()
-			ns.WaitForShutdown()
-		}()
-		url = ns.ClientURL()
-		log.Info("embedded NATS server started", "url", url, "jetstream", cfg.Jobs != "off")
-	}
-	if sec.Kind() != "none" || sec.TLS() {
-		log.Info("NATS security", "auth", sec.Kind(), "tls", sec.TLS(), "client_cert", sec.TLSCert != "")
-	}
-	nc, err := queue.Connect(ctx, url, "codexpool worker "+cfg.id(), log, natsOpts...)
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-
-	w, err := worker.New(cfg.worker(accts), worker.Options{Logger: log, Version: getVersion(), Observer: obs,
-		Coordinator: credentialStore(ctx, nc, cfg, log)})
-	if err != nil {
-		return err
-	}
-	defer w.Close()
-
-	qcfg := cfg.queue()
-	qcfg.Logger, qcfg.StatsData = log, w.StatsData
-	jc, err := jobsFor(ctx, cfg, nc, log)
-	if err != nil {
-		return err
-	}
-	if jc != nil {
-		if qcfg.Jobs, err = queue.OpenJobs(ctx, nc, *jc, log); err != nil {
-			return err
-		}
-	}
-	if met != nil {
-		qcfg.ObserveResultWrite = met.ObserveResultWrite
-	}
-	svc, err := queue.NewService(nc, qcfg, w)
-	if err != nil {
-		return err
-	}
-	for _, a := range w.Accounts() { // each account's gate shares with the gates of the same account
-		subject, ok := queue.GateScopeSubject(cfg.GateScope, a.Identity)
-		if !ok || a.Gate.Snapshot().Mode != gate.Adaptive {
-			continue
-		}
-		link, err := queue.LinkGate(nc, subject, a.Gate, 0, log)
-		if err != nil {
-			return fmt.Errorf("worker: gate state of account %s: %w", a.Name, err)
-		}
-		defer link.Close()
-		log.Info("gate shares state", "account", a.Name, "scope", cfg.GateScope, "subject", link.Stats().Subject)
-	}
-	serving.Store(true)
-	if met != nil {
-		met.SetSources(metrics.Sources{
-			Service:  svc.Stats,
-			Upstream: w.UpstreamStats,
-			Gate:     w.GateSnapshot,
-			Accounts: w.AccountStats,
-			NATS:     nc,
-			Ready: func() bool {
-				return serving.Load() && nc.IsConnected() && !svc.Stats().Draining
-			},
-		})
-	}
-	log.Info("serving", "worker", w.ID(), "subject", cfg.Subject, "queue_group", cfg.QueueGroup,
-		"nats", nc.ConnectedUrlRedacted(), "max_inflight", cfg.MaxInflight)
-
-	<-ctx.Done()
-	serving.Store(false)
-	log.Info("shutting down: no new requests, finishing in-flight", "grace", cfg.ShutdownGrace)
-	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace)
-	err = svc.Shutdown(sctx)
+// Close stops a running worker, in this order: stop taking work and finish what is in flight
+// within the grace period; close the worker while NATS is still up (a token refresh in flight
+// is finished and its answer shared with the pool: it may hold the only valid refresh token);
+// drain NATS, which flushes every reply already published; then undo the start steps in reverse.
+func (m *workerMain) Close() {
+	m.serving.Store(false)
+	m.log.Info("shutting down: no new requests, finishing in-flight", "grace", m.cfg.ShutdownGrace)
+	sctx, cancel := context.WithTimeout(context.Background(), m.cfg.ShutdownGrace)
+	err := m.svc.Shutdown(sctx)
 	cancel()
 	if err != nil {
-		log.Warn("shutdown", "error", err)
+		m.log.Warn("shutdown", "error", err)
 	}
-	// While NATS is still up: a token refresh in flight is finished and its answer shared with
-	// the pool (it may hold the only valid refresh token).
-	_ = w.Close()
-	// Drain flushes every reply already published before the connection closes.
+	_ = m.w.Close()
+	m.drain()
+	m.log.Info("stopped", "worker", m.w.ID())
+	m.undo()
+}
+
+// undo undoes the start steps done, last first.
+func (m *workerMain) undo() {
+	for i := len(m.undos) - 1; i >= 0; i-- {
+		m.undos[i]()
+	}
+	m.undos = nil
+}
+
+// drain drains the NATS connection, waiting up to 10 s for it to close. The closed handler
+// queue.Connect installed (it logs the close) runs first.
+func (m *workerMain) drain() {
 	closed := make(chan struct{})
-	nc.SetClosedHandler(func(*nats.Conn) { close(closed) })
-	if err := nc.Drain(); err == nil {
+	logClosed := m.nc.ClosedHandler()
+	m.nc.SetClosedHandler(func(nc *nats.Conn) {
+		if logClosed != nil {
+			logClosed(nc)
+		}
+		close(closed)
+	})
+	if err := m.nc.Drain(); err == nil {
 		select {
 		case <-closed:
 		case <-time.After(10 * time.Second):
-			log.Warn("NATS drain did not finish in 10s; closing")
+			m.log.Warn("NATS drain did not finish in 10s; closing")
 		}
 	}
-	log.Info("stopped", "worker", w.ID())
-	return nil
+}
+
+func (m *workerMain) startMetrics(context.Context) (func(), error) {
+	if m.met == nil {
+		return nil, nil
+	}
+	ms, err := metrics.Start(m.cfg.MetricsAddr, m.met, m.log)
+	if err != nil {
+		return nil, err
+	}
+	m.log.Info("metrics listening", "addr", ms.Addr(), "paths", "/metrics /healthz /readyz")
+	return func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = ms.Shutdown(sctx)
+	}, nil
+}
+
+// startEmbedded starts the embedded NATS server when no CODEXPOOL_NATS_URL is set. With
+// CODEXPOOL_JOBS=auto and a JetStream store that cannot be used, it serves without jobs.
+func (m *workerMain) startEmbedded(context.Context) (func(), error) {
+	if m.url != "" {
+		return nil, nil
+	}
+	var opts []queue.EmbeddedOption
+	if m.cfg.Jobs != "off" {
+		opts = append(opts, queue.WithJetStream(m.cfg.embeddedStore(m.getenv)))
+	}
+	ns, err := queue.StartEmbedded(m.cfg.EmbeddedNATSAddr, m.log, opts...)
+	if err != nil && m.cfg.Jobs == "auto" && opts != nil {
+		// The store is unusable (unwritable, another server's): serve requests without jobs.
+		m.log.Warn("durable jobs off: the embedded server's JetStream store cannot be used", "store", m.cfg.embeddedStore(m.getenv), "error", err)
+		m.cfg.Jobs = "off"
+		ns, err = queue.StartEmbedded(m.cfg.EmbeddedNATSAddr, m.log)
+	}
+	if err != nil {
+		return nil, err
+	}
+	m.url = ns.ClientURL()
+	m.log.Info("embedded NATS server started", "url", m.url, "jetstream", m.cfg.Jobs != "off")
+	return func() {
+		ns.Shutdown()
+		ns.WaitForShutdown()
+	}, nil
+}
+
+func (m *workerMain) connect(ctx context.Context) (func(), error) {
+	if sec := m.cfg.security(); sec.Kind() != "none" || sec.TLS() {
+		m.log.Info("NATS security", "auth", sec.Kind(), "tls", sec.TLS(), "client_cert", sec.TLSCert != "")
+	}
+	nc, err := queue.Connect(ctx, m.url, "codexpool worker "+m.cfg.id(), m.log, m.natsOpts...)
+	if err != nil {
+		return nil, err
+	}
+	m.nc = nc
+	return nc.Close, nil
+}
+
+func (m *workerMain) startWorker(ctx context.Context) (func(), error) {
+	var obs worker.Observer
+	if m.met != nil {
+		obs = m.met
+	}
+	w, err := worker.New(m.cfg.worker(m.accts), worker.Options{Logger: m.log, Version: getVersion(), Observer: obs,
+		Coordinator: credentialStore(ctx, m.nc, m.cfg, m.log)})
+	if err != nil {
+		return nil, err
+	}
+	m.w = w
+	return func() { _ = w.Close() }, nil
+}
+
+// startService subscribes: from here on requests arrive. A failure later in the start closes the
+// connection, which ends the subscriptions.
+func (m *workerMain) startService(ctx context.Context) (func(), error) {
+	qcfg := m.cfg.queue()
+	qcfg.Logger, qcfg.StatsData = m.log, m.w.StatsData
+	jc, err := jobsFor(ctx, m.cfg, m.nc, m.log)
+	if err != nil {
+		return nil, err
+	}
+	if jc != nil {
+		if qcfg.Jobs, err = queue.OpenJobs(ctx, m.nc, *jc, m.log); err != nil {
+			return nil, err
+		}
+	}
+	if m.met != nil {
+		qcfg.ObserveResultWrite = m.met.ObserveResultWrite
+	}
+	if m.svc, err = queue.NewService(m.nc, qcfg, m.w); err != nil {
+		return nil, err
+	}
+	return nil, nil
+}
+
+// linkGates links each account's adaptive gate with the gates of the same account and scope.
+func (m *workerMain) linkGates(context.Context) (func(), error) {
+	var links []*queue.GateLink
+	closeAll := func() {
+		for i := len(links) - 1; i >= 0; i-- {
+			links[i].Close()
+		}
+	}
+	for _, a := range m.w.Accounts() {
+		subject, ok := queue.GateScopeSubject(m.cfg.GateScope, a.Identity)
+		if !ok || a.Gate.Snapshot().Mode != gate.Adaptive {
+			continue
+		}
+		link, err := queue.LinkGate(m.nc, subject, a.Gate, 0, m.log)
+		if err != nil {
+			closeAll()
+			return nil, fmt.Errorf("worker: gate state of account %s: %w", a.Name, err)
+		}
+		links = append(links, link)
+		m.log.Info("gate shares state", "account", a.Name, "scope", m.cfg.GateScope, "subject", link.Stats().Subject)
+	}
+	return closeAll, nil
+}
+
+// ready marks the worker ready (/readyz) and logs that it serves.
+func (m *workerMain) ready() {
+	m.serving.Store(true)
+	if m.met != nil {
+		svc, nc := m.svc, m.nc
+		m.met.SetSources(metrics.Sources{
+			Service:  svc.Stats,
+			Upstream: m.w.UpstreamStats,
+			Gate:     m.w.GateSnapshot,
+			Accounts: m.w.AccountStats,
+			NATS:     nc,
+			Ready: func() bool {
+				return m.serving.Load() && nc.IsConnected() && !svc.Stats().Draining
+			},
+		})
+	}
+	m.log.Info("serving", "worker", m.w.ID(), "subject", m.cfg.Subject, "queue_group", m.cfg.QueueGroup,
+		"nats", m.nc.ConnectedUrlRedacted(), "max_inflight", m.cfg.MaxInflight)
 }
 
 // credentialStore returns the pool's store of shared logins when the worker reads an auth file

@@ -1,0 +1,113 @@
+package config
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestRedact(t *testing.T) {
+	tests := []struct {
+		name, secret, value, want string
+	}{
+		{"not secret", "", "abc", "abc"},
+		{"secret", "true", "sk-123", "<redacted>"},
+		{"empty secret", "true", "", ""},
+		{"url without user", "url", "nats://n1:4222", "nats://n1:4222"},
+		{"url with password", "url", "nats://u:pw@n1:4222,tls://tok@n2:4222", "nats://<redacted>@n1:4222,tls://<redacted>@n2:4222"},
+		{"url without scheme", "url", "u:pw@n1:4222", "<redacted>@n1:4222"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Redact(tt.secret, tt.value); got != tt.want {
+				t.Errorf("Redact(%q, %q) = %q, want %q", tt.secret, tt.value, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestClosest(t *testing.T) {
+	keys := []string{"codex.model", "gate.mode", "log.level", "nats.max_inflight", "nats.url"}
+	tests := []struct{ name, in, want string }{
+		{"typo", "nats.ulr", "nats.url"},
+		{"wrong section", "codex.max_inflight", "nats.max_inflight"},
+		{"typo in section", "natz.url", "nats.url"},
+		{"typo in name", "log.levle", "log.level"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := closest(tt.in, keys); got != tt.want {
+				t.Errorf("closest(%q) = %q, want %q", tt.in, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestFormatDuration(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		0: "0s", 2 * time.Minute: "2m", 24 * time.Hour: "24h", 90 * time.Second: "1m30s", 1500 * time.Millisecond: "1.5s", time.Hour + time.Second: "1h0m1s",
+	} {
+		if got := FormatDuration(d); got != want {
+			t.Errorf("FormatDuration(%s) = %q, want %q", d, got, want)
+		}
+	}
+}
+
+func TestFieldsRejectsBadTags(t *testing.T) {
+	tests := []struct {
+		name string
+		spec any
+		want string
+	}{
+		{"no section", &struct {
+			A string `env:"A" key:"a"`
+		}{}, "section.name"},
+		{"ms on an int", &struct {
+			A int `env:"A" key:"s.a" ms:"A_MS"`
+		}{}, "time.Duration"},
+		{"unsupported type", &struct {
+			A float64 `env:"A" key:"s.a"`
+		}{}, "unsupported"},
+		{"not a pointer", struct{}{}, "pointer"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := Fields("P", tt.spec); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("got %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestLoadEnvOverFile(t *testing.T) {
+	type spec struct {
+		Name  string        `env:"NAME" key:"s.name"`
+		Wait  time.Duration `env:"WAIT" ms:"WAIT_MS" key:"s.wait"`
+		Count int           `env:"COUNT" key:"t.count"`
+	}
+	path := t.TempDir() + "/c.yaml"
+	writeFile(t, path, "s:\n  name: file\n  wait: 2s\nt:\n  count: 3\n")
+	c := spec{Name: "default", Count: 1}
+	env := map[string]string{"P_WAIT_MS": "40", "P_COUNT": "9"}
+	st, err := Loader{Prefix: "P", Getenv: func(k string) string { return env[k] }}.Load(&c, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Name != "file" || c.Wait != 40*time.Millisecond || c.Count != 9 {
+		t.Fatalf("got %+v, want name from the file, wait and count from the environment", c)
+	}
+	if s, _ := st.Lookup("P_NAME"); s.Source != File || s.Line != 2 {
+		t.Errorf("P_NAME: %s line %d, want file line 2", s.Source, s.Line)
+	}
+	if s, _ := st.Lookup("P_WAIT"); s.Source != Env || s.Var != "P_WAIT_MS" {
+		t.Errorf("P_WAIT: %s %s, want env P_WAIT_MS", s.Source, s.Var)
+	}
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
