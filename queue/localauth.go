@@ -41,14 +41,12 @@ func LoadOrCreateLocalAuth(path string) (LocalAuth, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return LocalAuth{}, fmt.Errorf("queue: local NATS credential: %w", err)
 	}
-	var b [32]byte
-	_, _ = rand.Read(b[:])
 	tmp, err := os.CreateTemp(filepath.Dir(path), ".nats-password-*")
 	if err != nil {
 		return LocalAuth{}, fmt.Errorf("queue: local NATS credential: %w", err)
 	}
 	defer os.Remove(tmp.Name())
-	_, werr := tmp.WriteString(base64.RawURLEncoding.EncodeToString(b[:]) + "\n")
+	_, werr := tmp.WriteString(NewLocalAuth().Password + "\n")
 	if cerr := tmp.Close(); werr == nil {
 		werr = cerr
 	}
@@ -60,6 +58,25 @@ func LoadOrCreateLocalAuth(path string) (LocalAuth, error) {
 		return LocalAuth{}, fmt.Errorf("queue: local NATS credential: %w", err)
 	}
 	return ReadLocalAuth(path)
+}
+
+// NewLocalAuth returns a fresh credential (user LocalUser, 256 random bits of password) for a
+// server that lives only as long as its process, such as bench's.
+func NewLocalAuth() LocalAuth {
+	var b [32]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return LocalAuth{User: LocalUser, Password: base64.RawURLEncoding.EncodeToString(b[:])}
+}
+
+// URL returns the nats:// URL of a server at host:port (a server's ClientURL is fine) with a's
+// user and password in it, for child processes that take one URL; log it only through RedactURL.
+func (a LocalAuth) URL(clientURL string) string {
+	u, err := url.Parse(clientURL)
+	if err != nil {
+		return clientURL
+	}
+	u.User = url.UserPassword(a.User, a.Password)
+	return u.String()
 }
 
 // ReadLocalAuth reads the password file at path. A missing file is an error wrapping

@@ -47,7 +47,7 @@ func runAsk(ctx context.Context, e env, args []string) error {
 	if o.subject != "" {
 		pool.Subject = o.subject
 	}
-	nc, err := pool.dial("codexpool ask", o.natsURL)
+	nc, err := pool.dial(e.getenv, "codexpool ask", o.natsURL)
 	if err != nil {
 		return fmt.Errorf("ask: %w", err)
 	}

@@ -45,7 +45,7 @@ func runBatch(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return err
 	}
-	nc, err := pool.dial("codexpool batch", cfg.natsURL)
+	nc, err := pool.dial(e.getenv, "codexpool batch", cfg.natsURL)
 	if err != nil {
 		return fmt.Errorf("batch: %w", err)
 	}

@@ -127,14 +127,14 @@ func validName(s string) bool {
 
 // dial connects a command-line client to url (default: the configured server, else the local
 // default), failing fast instead of retrying: a person is waiting.
-func (c PoolConfig) dial(name, url string) (*nats.Conn, error) {
+func (c PoolConfig) dial(getenv func(string) string, name, url string) (*nats.Conn, error) {
 	if url == "" {
 		url = c.NATSURL
 	}
 	if url == "" {
 		url = nats.DefaultURL
 	}
-	opts, err := c.security().Options()
+	opts, err := c.natsOptions(getenv, url)
 	if err != nil {
 		return nil, err
 	}
@@ -143,6 +143,33 @@ func (c PoolConfig) dial(name, url string) (*nats.Conn, error) {
 		return nil, fmt.Errorf("connect to NATS at %s: %w", queue.RedactURL(url), err)
 	}
 	return nc, nil
+}
+
+// natsOptions are the connection options for the servers at url: the settings' authentication and
+// TLS or, with none set and url on loopback, the credential of this user's embedded server.
+func (c PoolConfig) natsOptions(getenv func(string) string, url string) ([]nats.Option, error) {
+	sec, err := c.security().LocalAuth(url, localAuthPath(getenv))
+	if err != nil {
+		return nil, err
+	}
+	return sec.Options()
+}
+
+// stateDir is codexpool's state directory: $XDG_STATE_HOME/codexpool, else
+// ~/.local/state/codexpool.
+func stateDir(getenv func(string) string) string {
+	if d := getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "codexpool")
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(home, ".local", "state", "codexpool")
+	}
+	return filepath.Join(os.TempDir(), "codexpool-state")
+}
+
+// localAuthPath is the file of the embedded server's credential, which every local command reads.
+func localAuthPath(getenv func(string) string) string {
+	return filepath.Join(stateDir(getenv), queue.LocalAuthFileName)
 }
 
 // security maps the settings to queue.Security. Secret values are never logged.
@@ -468,13 +495,7 @@ func (c workerConfig) embeddedStore(getenv func(string) string) string {
 	if c.EmbeddedNATSStore != "" {
 		return c.EmbeddedNATSStore
 	}
-	if d := getenv("XDG_STATE_HOME"); d != "" {
-		return filepath.Join(d, "codexpool", "nats")
-	}
-	if home, err := os.UserHomeDir(); err == nil {
-		return filepath.Join(home, ".local", "state", "codexpool", "nats")
-	}
-	return filepath.Join(os.TempDir(), "codexpool-nats")
+	return filepath.Join(stateDir(getenv), "nats")
 }
 
 // printSettings writes the settings table of spec (variable, file key, default, meaning) to w,

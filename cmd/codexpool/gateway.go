@@ -200,7 +200,7 @@ type gatewayMain struct {
 	cfg      gatewayConfig
 	keys     []string
 	log      *slog.Logger
-	natsOpts []nats.Option
+	getenv   func(string) string
 
 	nc     *nats.Conn
 	ln     net.Listener
@@ -214,11 +214,10 @@ func newGatewayMain(e env, cfg gatewayConfig, keys []string) (*gatewayMain, erro
 	if err != nil {
 		return nil, err
 	}
-	natsOpts, err := cfg.security().Options()
-	if err != nil {
+	if _, err := cfg.security().Options(); err != nil { // the security files, checked before anything starts
 		return nil, err
 	}
-	return &gatewayMain{cfg: cfg, keys: keys, log: log, natsOpts: natsOpts, served: make(chan error, 1)}, nil
+	return &gatewayMain{cfg: cfg, keys: keys, log: log, getenv: e.getenv, served: make(chan error, 1)}, nil
 }
 
 // Run starts the gateway; it serves when Run returns nil, until Close or until Serve fails
@@ -275,7 +274,11 @@ func (m *gatewayMain) connect(ctx context.Context) (func(), error) {
 	if url == "" {
 		url = nats.DefaultURL
 	}
-	nc, err := queue.Connect(ctx, url, "codexpool gateway", m.log, m.natsOpts...)
+	opts, err := m.cfg.natsOptions(m.getenv, url)
+	if err != nil {
+		return nil, err
+	}
+	nc, err := queue.Connect(ctx, url, "codexpool gateway", m.log, opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -53,7 +53,7 @@ func runJobs(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return err
 	}
-	nc, err := pool.dial("codexpool jobs", *natsURL)
+	nc, err := pool.dial(e.getenv, "codexpool jobs", *natsURL)
 	if err != nil {
 		return fmt.Errorf("jobs: %w", err)
 	}

@@ -60,13 +60,12 @@ func runWorker(ctx context.Context, e env, args []string) error {
 // it in named steps, each of which returns how to undo it; when a step fails, the steps done so
 // far are undone in reverse and Run returns the error. Close holds the shutdown order.
 type workerMain struct {
-	cfg      workerConfig
-	getenv   func(string) string
-	log      *slog.Logger
-	natsOpts []nats.Option
-	url      string           // of the NATS server(s): CODEXPOOL_NATS_URL, else the embedded server's
-	accts    []worker.Account // from CODEXPOOL_ACCOUNTS; nil = the CODEXPOOL_CODEX_* account
-	met      *metrics.Metrics // nil without CODEXPOOL_METRICS_ADDR
+	cfg    workerConfig
+	getenv func(string) string
+	log    *slog.Logger
+	url    string           // of the NATS server(s): CODEXPOOL_NATS_URL, else the embedded server's
+	accts  []worker.Account // from CODEXPOOL_ACCOUNTS; nil = the CODEXPOOL_CODEX_* account
+	met    *metrics.Metrics // nil without CODEXPOOL_METRICS_ADDR
 
 	nc    *nats.Conn
 	w     *worker.Worker
@@ -85,7 +84,7 @@ func newWorkerMain(e env, cfg workerConfig) (*workerMain, error) {
 		return nil, err
 	}
 	m := &workerMain{cfg: cfg, getenv: e.getenv, log: log, url: cfg.NATSURL}
-	if m.natsOpts, err = cfg.security().Options(); err != nil {
+	if _, err = cfg.security().Options(); err != nil { // the security files, checked before anything starts
 		return nil, err
 	}
 	if cfg.MetricsAddr != "" {
@@ -202,22 +201,30 @@ func (m *workerMain) startEmbedded(context.Context) (func(), error) {
 	if m.url != "" {
 		return nil, nil
 	}
-	var opts []queue.EmbeddedOption
+	// The embedded server admits only this user's codexpool commands: they read the credential
+	// it requires from the state directory (0600).
+	credPath := localAuthPath(m.getenv)
+	auth, err := queue.LoadOrCreateLocalAuth(credPath)
+	if err != nil {
+		return nil, err
+	}
+	opts := []queue.EmbeddedOption{queue.WithLocalAuth(auth)}
 	if m.cfg.Jobs != "off" {
 		opts = append(opts, queue.WithJetStream(m.cfg.embeddedStore(m.getenv)))
 	}
 	ns, err := queue.StartEmbedded(m.cfg.EmbeddedNATSAddr, m.log, opts...)
-	if err != nil && m.cfg.Jobs == "auto" && opts != nil {
+	if err != nil && m.cfg.Jobs == "auto" && len(opts) > 1 {
 		// The store is unusable (unwritable, another server's): serve requests without jobs.
 		m.log.Warn("durable jobs off: the embedded server's JetStream store cannot be used", "store", m.cfg.embeddedStore(m.getenv), "error", err)
 		m.cfg.Jobs = "off"
-		ns, err = queue.StartEmbedded(m.cfg.EmbeddedNATSAddr, m.log)
+		ns, err = queue.StartEmbedded(m.cfg.EmbeddedNATSAddr, m.log, opts[0])
 	}
 	if err != nil {
 		return nil, err
 	}
 	m.url = ns.ClientURL()
-	m.log.Info("embedded NATS server started", "url", m.url, "jetstream", m.cfg.Jobs != "off")
+	m.log.Info("embedded NATS server started", "url", m.url, "jetstream", m.cfg.Jobs != "off",
+		"user", auth.User, "password_file", credPath)
 	return func() {
 		ns.Shutdown()
 		ns.WaitForShutdown()
@@ -228,7 +235,11 @@ func (m *workerMain) connect(ctx context.Context) (func(), error) {
 	if sec := m.cfg.security(); sec.Kind() != "none" || sec.TLS() {
 		m.log.Info("NATS security", "auth", sec.Kind(), "tls", sec.TLS(), "client_cert", sec.TLSCert != "")
 	}
-	nc, err := queue.Connect(ctx, m.url, "codexpool worker "+m.cfg.id(), m.log, m.natsOpts...)
+	opts, err := m.cfg.natsOptions(m.getenv, m.url)
+	if err != nil {
+		return nil, err
+	}
+	nc, err := queue.Connect(ctx, m.url, "codexpool worker "+m.cfg.id(), m.log, opts...)
 	if err != nil {
 		return nil, err
 	}

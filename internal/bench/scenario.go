@@ -39,7 +39,7 @@ func startRig(cfg Config) (*rig, error) {
 	nc, err := nats.Connect(rg.url, nats.Name("codexpool bench"))
 	if err != nil {
 		rg.close()
-		return nil, fmt.Errorf("bench: connect to NATS at %s: %w", rg.url, err)
+		return nil, fmt.Errorf("bench: connect to NATS at %s: %w", queue.RedactURL(rg.url), err)
 	}
 	rg.nc = nc
 	rg.closers = append(rg.closers, nc.Close)
@@ -57,12 +57,15 @@ func (rg *rig) startNATS(jetStream bool) error {
 		rg.closers = append(rg.closers, func() { _ = os.RemoveAll(dir) })
 		opts = append(opts, queue.WithJetStream(dir))
 	}
-	ns, err := queue.StartEmbedded("127.0.0.1:0", nil, opts...)
+	// Like a worker's embedded server, bench's admits only clients with its credential: its own
+	// (random, in memory) reaches the workers it starts inside their NATS URL.
+	auth := queue.NewLocalAuth()
+	ns, err := queue.StartEmbedded("127.0.0.1:0", nil, append(opts, queue.WithLocalAuth(auth))...)
 	if err != nil {
 		return fmt.Errorf("bench: start embedded NATS: %w", err)
 	}
 	rg.closers = append(rg.closers, func() { ns.Shutdown(); ns.WaitForShutdown() })
-	rg.url = ns.ClientURL()
+	rg.url = auth.URL(ns.ClientURL())
 	return nil
 }
 
