@@ -111,6 +111,9 @@ func (m *memStore) raw() string {
 
 const alice = "alice"
 
+// testKey is the pool key of the tests' shared logins.
+const testKey = "a-test-pool-key"
+
 // newLoginSim starts a simulator serving the account alice, whose logins live for lifetime.
 func newLoginSim(t *testing.T, lifetime time.Duration) *codextest.Server {
 	t.Helper()
