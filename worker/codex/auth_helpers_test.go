@@ -69,9 +69,28 @@ func (m *memStore) Put(_ context.Context, key string, value []byte, rev uint64) 
 	return m.seq, true, nil
 }
 
+// setDown makes every call fail (down) or work again; going down ends the watches.
+func (m *memStore) setDown(down bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.fails = down
+	if down {
+		for k, subs := range m.subs {
+			for _, ch := range subs {
+				close(ch)
+			}
+			delete(m.subs, k)
+		}
+	}
+}
+
 func (m *memStore) Watch(ctx context.Context, key string, update func([]byte, uint64)) error {
 	ch := make(chan memEntry, 1024)
 	m.mu.Lock()
+	if m.fails {
+		m.mu.Unlock()
+		return errStoreDown
+	}
 	if v, ok := m.vals[key]; ok {
 		ch <- memEntry{v, m.revs[key]}
 	}
@@ -92,7 +111,10 @@ func (m *memStore) Watch(ctx context.Context, key string, update func([]byte, ui
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case e := <-ch:
+		case e, ok := <-ch:
+			if !ok {
+				return errStoreDown
+			}
 			update(e.v, e.rev)
 		}
 	}
