@@ -402,20 +402,29 @@ func (a *Auth) nextRefreshLocked() time.Time {
 		}
 		return a.kickedAt // due already
 	}
-	exp := a.tok.expiry()
+	exp, lead := a.leadLocked()
 	if exp.IsZero() {
 		return time.Time{}
 	}
-	born := parseClaims(a.tok.AccessToken).issued()
-	if born.IsZero() || !born.Before(exp) {
-		born = a.seenAt
-	}
-	lead := min(refreshLead, exp.Sub(born)/5)
 	at := exp.Add(-lead)
 	if a.retryAt.After(at) {
 		at = a.retryAt
 	}
 	return at
+}
+
+// leadLocked returns the access token's exp (zero: none) and how long before it the token is
+// refreshed. a.mu is held.
+func (a *Auth) leadLocked() (time.Time, time.Duration) {
+	exp := a.tok.expiry()
+	if exp.IsZero() {
+		return exp, 0
+	}
+	born := parseClaims(a.tok.AccessToken).issued()
+	if born.IsZero() || !born.Before(exp) {
+		born = a.seenAt
+	}
+	return exp, min(refreshLead, exp.Sub(born)/5)
 }
 
 // run reloads, schedules and performs refreshes until Close.

@@ -37,7 +37,7 @@ func (a *Auth) refresh(unauthorized bool) {
 		a.attemptEnded(cur.bearer(), false)
 		return
 	}
-	tr, ok := a.takeTurn(cur)
+	tr, ok := a.takeTurn(cur, unauthorized)
 	if ok {
 		a.send(cur, tr, unauthorized)
 	}
@@ -64,8 +64,9 @@ type turn struct {
 }
 
 // takeTurn claims the login's refresh turn in the pool, if it is shared. ok is false when no
-// refresh is to be made now (newer tokens arrived, or another worker is refreshing).
-func (a *Auth) takeTurn(cur tokens) (turn, bool) {
+// refresh is to be made now (newer tokens arrived, another worker is refreshing, or the store is
+// down and the token can wait for it).
+func (a *Auth) takeTurn(cur tokens, unauthorized bool) (turn, bool) {
 	if a.key == "" {
 		return turn{}, true
 	}
@@ -80,6 +81,9 @@ func (a *Auth) takeTurn(cur tokens) (turn, bool) {
 	case claimFailed:
 		if a.ctx.Err() != nil {
 			return turn{}, false // not the store: Close cut the call short
+		}
+		if !unauthorized && a.waitForStore() {
+			return turn{}, false
 		}
 		a.mu.Lock()
 		a.st.AloneRefreshes++
@@ -156,4 +160,19 @@ func (a *Auth) refreshed(cur tokens, ans refreshAnswer, tr turn, unauthorized bo
 		a.publish(nt, seq, tr.rev, "", true)
 	}
 	a.attemptEnded(cur.bearer(), true)
+}
+
+// waitForStore puts a scheduled refresh off while the pool's store is down and the token has
+// more than half its refresh lead left to live: a worker on another machine may be due at the
+// same moment, and two refreshes alone would spend the refresh token twice (the endpoint then
+// revokes the login). Short outages thus cost no refresh alone. It reports whether it did.
+func (a *Auth) waitForStore() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	exp, lead := a.leadLocked()
+	if exp.IsZero() || time.Until(exp) <= lead/2 {
+		return false
+	}
+	a.retryAt = time.Now().Add(min(lead/8, storeRetry))
+	return true
 }
