@@ -489,7 +489,7 @@ func (a *Auth) reload() {
 		a.st.Reloads++
 		a.adoptLocked(t, "file")
 		a.log.Info("codex: new tokens read from the auth file", "file", a.cfg.File, "expires_at", t.expiry())
-		a.offerLocked(t) // tell the pool, off the caller's goroutine
+		a.offerLocked() // tell the pool, off the caller's goroutine
 	}
 }
 

@@ -102,7 +102,7 @@ func (a *Auth) learn(sl sharedLogin, from string) bool {
 		a.log.Info("codex: new tokens received from the pool", "expires_at", sl.Tokens.expiry(), "refused", sl.Refused)
 		return true
 	case v == verdictOffer:
-		a.offerLocked(a.tok)
+		a.offerLocked()
 	case sl.Refused != "" && sl.Tokens.RefreshToken == a.tok.RefreshToken:
 		a.goDownLocked(sl.Refused, from)
 		return true
@@ -262,8 +262,10 @@ func (a *Auth) publish(t tokens, seq, rev uint64, refused string, force bool) {
 	}
 }
 
-// offerLocked sends t to the pool in the background (one offer at a time). a.mu is held.
-func (a *Auth) offerLocked(t tokens) {
+// offerLocked sends the tokens in use to the pool in the background. One offer runs at a time;
+// it offers again when the tokens changed while it ran, so the newest always gets there. a.mu is
+// held.
+func (a *Auth) offerLocked() {
 	if a.key == "" || a.offering || a.ctx.Err() != nil {
 		return
 	}
@@ -271,10 +273,18 @@ func (a *Auth) offerLocked(t tokens) {
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
-		a.offer(t)
 		a.mu.Lock()
+		defer a.mu.Unlock()
+		for a.ctx.Err() == nil {
+			t := a.tok
+			a.mu.Unlock()
+			a.offer(t)
+			a.mu.Lock()
+			if a.tok.same(t) {
+				break
+			}
+		}
 		a.offering = false
-		a.mu.Unlock()
 	}()
 }
 
