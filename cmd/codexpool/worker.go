@@ -215,7 +215,9 @@ func credentialStore(ctx context.Context, nc *nats.Conn, cfg workerConfig, log *
 		log.Warn("credentials: no shared credential store; the login is shared through its auth file only", "error", err)
 		return nil
 	}
-	log.Info("credentials: the login is shared with the pool", "bucket", cfg.CredentialsBucket, "encrypted", cfg.CredentialsKey != "")
+	if cfg.CredentialsKey != "" { // without a key the login is not shared, and codex says so
+		log.Info("credentials: the login is shared with the pool, sealed", "bucket", cfg.CredentialsBucket)
+	}
 	return store
 }
 

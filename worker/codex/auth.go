@@ -179,27 +179,7 @@ func OpenAuth(cfg AuthConfig) (*Auth, error) {
 		return nil, err
 	}
 	cfg.File = path
-	if cfg.Name == "" {
-		cfg.Name = "default"
-	}
-	if cfg.RefreshURL == "" {
-		cfg.RefreshURL = DefaultRefreshURL
-	}
-	if cfg.ClientID == "" {
-		cfg.ClientID = DefaultClientID
-	}
-	if cfg.RefreshTimeout <= 0 {
-		cfg.RefreshTimeout = DefaultRefreshTimeout
-	}
-	if cfg.Poll <= 0 {
-		cfg.Poll = DefaultAuthPoll
-	}
-	if cfg.WorkerID == "" {
-		cfg.WorkerID = "worker"
-	}
-	if cfg.StoreTimeout <= 0 {
-		cfg.StoreTimeout = DefaultStoreTimeout
-	}
+	cfg = cfg.withDefaults()
 	t, stamp, err := readAuthFile(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -243,6 +223,32 @@ func OpenAuth(cfg AuthConfig) (*Auth, error) {
 	a.log.Debug("codex: credentials loaded", "file", path, "refreshable", t.RefreshToken != "",
 		"expires_at", t.expiry(), "shared", a.key != "")
 	return a, nil
+}
+
+// withDefaults returns cfg with the documented defaults filled in.
+func (cfg AuthConfig) withDefaults() AuthConfig {
+	if cfg.Name == "" {
+		cfg.Name = "default"
+	}
+	if cfg.RefreshURL == "" {
+		cfg.RefreshURL = DefaultRefreshURL
+	}
+	if cfg.ClientID == "" {
+		cfg.ClientID = DefaultClientID
+	}
+	if cfg.RefreshTimeout <= 0 {
+		cfg.RefreshTimeout = DefaultRefreshTimeout
+	}
+	if cfg.Poll <= 0 {
+		cfg.Poll = DefaultAuthPoll
+	}
+	if cfg.WorkerID == "" {
+		cfg.WorkerID = "worker"
+	}
+	if cfg.StoreTimeout <= 0 {
+		cfg.StoreTimeout = DefaultStoreTimeout
+	}
+	return cfg
 }
 
 // Close stops watching and refreshing and waits for the Auth's goroutines. A refresh in flight
