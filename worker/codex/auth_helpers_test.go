@@ -25,6 +25,7 @@ type memStore struct {
 	subs  map[string][]chan memEntry
 	puts  int
 	fails bool // every call fails (a store that is down)
+	hangs bool // with fails: Get and Put block until their context ends (an unreachable server)
 }
 
 type memEntry struct {
@@ -42,21 +43,32 @@ type testError struct{ s string }
 
 func (e *testError) Error() string { return e.s }
 
-func (m *memStore) Get(_ context.Context, key string) ([]byte, uint64, error) {
+// down reports whether the store is down, after blocking until ctx ends if it hangs.
+func (m *memStore) down(ctx context.Context) bool {
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.fails {
+	fails, hangs := m.fails, m.hangs
+	m.mu.Unlock()
+	if fails && hangs {
+		<-ctx.Done()
+	}
+	return fails
+}
+
+func (m *memStore) Get(ctx context.Context, key string) ([]byte, uint64, error) {
+	if m.down(ctx) {
 		return nil, 0, errStoreDown
 	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	return m.vals[key], m.revs[key], nil
 }
 
-func (m *memStore) Put(_ context.Context, key string, value []byte, rev uint64) (uint64, bool, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.fails {
+func (m *memStore) Put(ctx context.Context, key string, value []byte, rev uint64) (uint64, bool, error) {
+	if m.down(ctx) {
 		return 0, false, errStoreDown
 	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	if m.revs[key] != rev {
 		return 0, false, nil
 	}
@@ -69,11 +81,12 @@ func (m *memStore) Put(_ context.Context, key string, value []byte, rev uint64) 
 	return m.seq, true, nil
 }
 
-// setDown makes every call fail (down) or work again; going down ends the watches.
-func (m *memStore) setDown(down bool) {
+// setDown makes every call fail (down; at once, or after hanging until its context ends) or
+// work again; going down ends the watches.
+func (m *memStore) setDown(down, hang bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.fails = down
+	m.fails, m.hangs = down, hang
 	if down {
 		for k, subs := range m.subs {
 			for _, ch := range subs {

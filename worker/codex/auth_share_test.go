@@ -157,15 +157,28 @@ func TestAuthWithoutKeyDoesNotShare(t *testing.T) {
 	}
 }
 
-// TestAuthStoreOutageRefreshesAlone: the pool's store goes down for 10 s while tokens live 2 s:
-// no request fails, the workers (two processes of one machine, taking turns through the lock
-// file) refresh alone, each says so once, and sharing resumes when the store is back — the pool
-// then holds the tokens in use. CODEXPOOL_OUTAGE=2m runs it with 30 s tokens for 2 minutes.
+// TestAuthStoreOutageRefreshesAlone: the pool's store goes down for 10 s while tokens live 2 s,
+// failing at once or hanging every call until its timeout: no request fails, the workers (two
+// processes of one machine, taking turns through the lock file) refresh alone, each says so
+// once, and sharing resumes when the store is back — the pool then holds the tokens in use.
+// CODEXPOOL_OUTAGE=2m runs it with 30 s tokens and a store down for 2 minutes.
 func TestAuthStoreOutageRefreshesAlone(t *testing.T) {
 	life, outage := 2*time.Second, 10*time.Second
 	if d, err := time.ParseDuration(os.Getenv("CODEXPOOL_OUTAGE")); err == nil {
 		life, outage = 30*time.Second, d
 	}
+	for _, tc := range []struct {
+		name string
+		hang bool
+	}{
+		{name: "fails at once"},
+		{name: "hangs", hang: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) { storeOutage(t, life, outage, tc.hang) })
+	}
+}
+
+func storeOutage(t *testing.T, life, outage time.Duration, hang bool) {
 	srv := newLoginSim(t, life)
 	path, _ := writeLogin(t, srv, t.TempDir(), "auth.json")
 	store := newMemStore()
@@ -179,7 +192,7 @@ func TestAuthStoreOutageRefreshesAlone(t *testing.T) {
 	var clients []*Client
 	for i := range 2 {
 		a := openAuth(t, srv, path, AuthConfig{Coordinator: store, ShareKey: testKey, Logger: log.With("w", i),
-			StoreTimeout: 200 * time.Millisecond})
+			StoreTimeout: life / 10})
 		auths = append(auths, a)
 		clients = append(clients, newClient(t, srv, Config{Credentials: a, NoReuse: true}))
 	}
@@ -192,9 +205,9 @@ func TestAuthStoreOutageRefreshesAlone(t *testing.T) {
 		}
 	}
 	run(life)
-	store.setDown(true)
+	store.setDown(true, hang)
 	run(outage)
-	store.setDown(false)
+	store.setDown(false, false)
 	run(2 * life)
 	waitFor(t, "the pool to hold the tokens in use again", func() bool {
 		raw, _, _ := store.Get(context.Background(), auths[0].key)
