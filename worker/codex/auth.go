@@ -123,7 +123,10 @@ type AuthStats struct {
 //   - a refresh the endpoint refuses for good (refresh_token_reused, _expired, _invalidated,
 //     invalid_grant, any 401) takes the account out of service: one log line, a stat, and 401s
 //     that say to log in again, until a new login appears in the file or the pool;
-//   - a 401 from the origin triggers at most one refresh per 30 s.
+//   - a 401 from the origin triggers at most one refresh per 30 s;
+//   - a Coordinator that does not answer never stops a refresh: the Auth refreshes alone (once
+//     the token has half its refresh lead left, or at once after a 401), says so once per
+//     outage, and shares again when the store answers.
 //
 // The tokens in use are never replaced by less (a failed refresh keeps them; an answer without a
 // refresh token keeps the old one), and never appear in a log line or an error.
@@ -252,7 +255,7 @@ func (cfg AuthConfig) withDefaults() AuthConfig {
 }
 
 // Close stops watching and refreshing and waits for the Auth's goroutines. A refresh in flight
-// is finished first (at most RefreshTimeout, then storeTimeout to share its answer): the
+// is finished first (at most RefreshTimeout, then StoreTimeout to share its answer): the
 // endpoint may have spent the old refresh token already, and its answer holds the only valid
 // one. Credentials keeps returning the last tokens. Close is idempotent.
 func (a *Auth) Close() error {
