@@ -27,9 +27,11 @@ import (
 // plaintext form: an Auth without a pool key does not share at all.
 const (
 	sealPrefix = "cxp2."
-	sealSalt   = "codexpool credentials"
-	sealInfo   = "codexpool credentials v2 AES-256-GCM"
-	sealAAD    = "codexpool login v2\x00"
+	// sealPrefixV1 marks values of the versions that sealed only with a key set (SHA-256 key).
+	sealPrefixV1 = "cxp1."
+	sealSalt     = "codexpool credentials"
+	sealInfo     = "codexpool credentials v2 AES-256-GCM"
+	sealAAD      = "codexpool login v2\x00"
 	// maxSealed bounds a value worth opening; a login is a few KiB.
 	maxSealed = 1 << 20
 )
@@ -72,7 +74,10 @@ func (s *sealer) seal(key string, v sharedLogin) []byte {
 // open decodes a value sealed for key. Its errors are errUnsealed, errBadSeal or errBadEntry.
 func (s *sealer) open(key string, data []byte) (sharedLogin, error) {
 	rest, ok := bytes.CutPrefix(data, []byte(sealPrefix))
-	if !ok {
+	switch {
+	case !ok && bytes.HasPrefix(data, []byte(sealPrefixV1)):
+		return sharedLogin{}, errBadSeal // sealed by an older version: replaced by the next write
+	case !ok:
 		return sharedLogin{}, errUnsealed
 	}
 	if len(rest) > maxSealed {

@@ -38,6 +38,7 @@ func TestSealerOpensOnlyItsOwnEntries(t *testing.T) {
 		{name: "another pool key", s: newSealer([]byte("k2")), key: "login_a", data: b, want: errBadSeal},
 		{name: "moved to another login's key", s: s, key: "login_b", data: b, want: errBadSeal},
 		{name: "plaintext", s: s, key: "login_a", data: plain, want: errUnsealed},
+		{name: "sealed by an older version", s: s, key: "login_a", data: []byte(sealPrefixV1 + "AAAA"), want: errBadSeal},
 		{name: "a flipped bit", s: s, key: "login_a", data: flipped, want: errBadSeal},
 		{name: "cut short", s: s, key: "login_a", data: b[:len(b)-20], want: errBadSeal},
 		{name: "prefix only", s: s, key: "login_a", data: []byte(sealPrefix), want: errBadSeal},
