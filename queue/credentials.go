@@ -20,13 +20,14 @@ var ErrNoJetStream = errors.New("queue: JetStream is not enabled")
 // CredentialStoreConfig configures a CredentialStore. Zero values are the documented defaults.
 type CredentialStoreConfig struct {
 	Bucket   string // default DefaultCredentialsBucket
-	Replicas int    // of a bucket created here; default 1 (3 on a cluster)
+	Replicas int    // of a bucket created here; default 1 (use 3 on a cluster); an existing bucket keeps its own
 }
 
 // CredentialStore is where the workers of a pool share their Codex logins (it implements
 // codex.Coordinator): a JetStream key-value bucket with one key per login. A key is a hash of
-// the login's identity and a value holds the newest tokens, sealed by the worker when
-// CODEXPOOL_CREDENTIALS_KEY is set, and the claim of the worker refreshing them. Every write is a
+// the login's identity and a value holds the newest tokens and the claim of the worker
+// refreshing them, always sealed by the worker under the pool key (the store never sees a token:
+// see codex.Coordinator). Every write is a
 // compare-and-set on the key's revision (Create for a new key, Update otherwise), which is what
 // makes one worker at a time refresh a login. Create it with NewCredentialStore. Safe for
 // concurrent use.
@@ -58,7 +59,7 @@ func NewCredentialStore(ctx context.Context, nc *nats.Conn, cfg CredentialStoreC
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
 			Bucket:      cfg.Bucket,
-			Description: "codexpool: Codex logins shared by the workers (keys are hashes; values may be encrypted)",
+			Description: "codexpool: Codex logins shared by the workers (keys are hashes; values are sealed)",
 			History:     1,
 			Storage:     jetstream.FileStorage,
 			Replicas:    cfg.Replicas,

@@ -1,8 +1,12 @@
 package queue
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -10,8 +14,11 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/codexpool/codexpool/internal/testutil"
+	"github.com/codexpool/codexpool/worker/codex"
+	"github.com/codexpool/codexpool/worker/codextest"
 )
 
 // credentialPerms are the permissions README.md documents for the credential store, besides the
@@ -149,4 +156,108 @@ func TestCredentialStoreWithoutJetStream(t *testing.T) {
 	if _, err := NewCredentialStore(ctx, nc, CredentialStoreConfig{}); !errors.Is(err, ErrNoJetStream) {
 		t.Fatalf("got %v, want ErrNoJetStream", err)
 	}
+}
+
+// TestCredentialStoreHoldsOnlySealedLogins: two workers share a login through a real bucket
+// and refresh it; every raw value in the bucket is sealed and holds none of the tokens. Then a
+// plaintext entry planted in the bucket is ignored: the auth file stays byte-equal.
+func TestCredentialStoreHoldsOnlySealedLogins(t *testing.T) {
+	ns := startCredentialServer(t)
+	nc, err := nats.Connect(ns.ClientURL(), nats.UserInfo("w", "pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	store, err := NewCredentialStore(ctx, nc, CredentialStoreConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim := codextest.NewServer(codextest.Options{Accounts: []codextest.Account{{Name: "alice", AccountID: "acct-alice-0123456789"}}})
+	defer sim.Close()
+	l, err := sim.NewLogin("alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	var auths []*codex.Auth
+	for _, name := range []string{"a.json", "b.json"} { // two machines
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, l.AuthJSON(), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		a, err := codex.OpenAuth(codex.AuthConfig{File: path, RefreshURL: sim.RefreshURL, Poll: 50 * time.Millisecond,
+			Coordinator: store, ShareKey: "queue-test-pool-key"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer a.Close()
+		auths = append(auths, a)
+	}
+	c0, _ := auths[0].Credentials()
+	if _, err := auths[0].Unauthorized(ctx, c0); err != nil {
+		t.Fatalf("refresh: %v", err)
+	}
+	c0, _ = auths[0].Credentials()
+	waitFor(t, "the other worker to get the refreshed tokens", func() bool {
+		c1, _ := auths[1].Credentials()
+		return c1.Token == c0.Token
+	})
+	secrets := []string{l.AccessToken, l.RefreshToken, l.IDToken, c0.Token}
+	kv := credentialKV(t, ctx, nc)
+	key := checkSealed(t, ctx, kv, secrets)
+
+	before, _ := os.ReadFile(filepath.Join(dir, "b.json"))
+	planted, _ := json.Marshal(map[string]any{"v": 2, "seq": 1 << 40,
+		"tokens": map[string]string{"access_token": "at_planted", "refresh_token": "rt_planted"}})
+	if _, err := kv.Put(ctx, key, planted); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "both workers to ignore the planted entry", func() bool {
+		return auths[0].Stats().Ignored == 1 && auths[1].Stats().Ignored == 1
+	})
+	if after, _ := os.ReadFile(filepath.Join(dir, "b.json")); !bytes.Equal(after, before) {
+		t.Error("the planted entry changed an auth file")
+	}
+	if c1, _ := auths[1].Credentials(); c1.Token != c0.Token {
+		t.Error("a worker adopted the planted tokens")
+	}
+}
+
+// credentialKV opens the credentials bucket directly, to read and write raw values.
+func credentialKV(t *testing.T, ctx context.Context, nc *nats.Conn) jetstream.KeyValue {
+	t.Helper()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(ctx, DefaultCredentialsBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kv
+}
+
+// checkSealed fails when a raw value in kv is not sealed or holds one of secrets; it returns the
+// one key there is.
+func checkSealed(t *testing.T, ctx context.Context, kv jetstream.KeyValue, secrets []string) string {
+	t.Helper()
+	keys, err := kv.Keys(ctx)
+	if err != nil || len(keys) != 1 {
+		t.Fatalf("keys %v, %v; want one login", keys, err)
+	}
+	e, err := kv.Get(ctx, keys[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasPrefix(e.Value(), []byte("cxp2.")) {
+		t.Errorf("the value at %s is not sealed", keys[0])
+	}
+	for _, s := range secrets {
+		if bytes.Contains(e.Value(), []byte(s)) {
+			t.Errorf("the value at %s holds a token in plaintext (%.12s...)", keys[0], s)
+		}
+	}
+	return keys[0]
 }

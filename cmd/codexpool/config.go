@@ -201,16 +201,18 @@ type workerConfig struct {
 	Accounts          string        `env:"ACCOUNTS" key:"accounts.file" desc:"accounts file (YAML or JSON list of {name, auth_file | token | token_env, account_id, max_used_percent}); replaces the CODEXPOOL_CODEX_TOKEN/ACCOUNT_ID/AUTH_FILE account"`
 	AccountCooldown   time.Duration `env:"ACCOUNT_COOLDOWN" key:"accounts.cooldown" desc:"with CODEXPOOL_ACCOUNTS: how long an account refused for limits or credentials stays out when the origin gives no reset time"`
 
-	CodexURL          string        `env:"CODEX_URL" key:"codex.url" desc:"Codex origin; http(s) and ws(s) accepted"`
-	CodexToken        string        `env:"CODEX_TOKEN" key:"codex.token" secret:"true" desc:"bearer token (API key or ChatGPT access token)"`
-	CodexAccountID    string        `env:"CODEX_ACCOUNT_ID" key:"codex.account_id" desc:"sent as ChatGPT-Account-Id"`
-	CodexAuthFile     string        `env:"CODEX_AUTH_FILE" key:"codex.auth_file" desc:"Codex CLI login, read when no token is set; re-read when it changes, refreshed before it expires"`
-	CodexRefreshURL   string        `env:"CODEX_REFRESH_URL" key:"codex.refresh_url" desc:"OAuth token endpoint that refreshes the login of the auth file"`
-	CodexClientID     string        `env:"CODEX_CLIENT_ID" key:"codex.client_id" desc:"OAuth client id sent with a refresh"`
-	CredentialsBucket string        `env:"CREDENTIALS_BUCKET" key:"codex.credentials_bucket" desc:"JetStream key-value bucket through which workers share logins (one refresher at a time, rotated tokens to all); used when the server has JetStream"`
-	CredentialsKey    string        `env:"CREDENTIALS_KEY" key:"codex.credentials_key" secret:"true" desc:"secret that encrypts and authenticates the tokens in the credentials bucket (the same on every worker); empty = plaintext, protected by NATS permissions"`
-	WSRetryAfter      time.Duration `env:"WS_RETRY_AFTER" key:"codex.ws_retry_after" desc:"after the origin refused WebSockets (426): use HTTP streaming this long, then try a WebSocket again"`
-	Model             string        `env:"MODEL" key:"codex.model" desc:"model used when a request names none"`
+	CodexURL            string        `env:"CODEX_URL" key:"codex.url" desc:"Codex origin; http(s) and ws(s) accepted"`
+	CodexToken          string        `env:"CODEX_TOKEN" key:"codex.token" secret:"true" desc:"bearer token (API key or ChatGPT access token)"`
+	CodexAccountID      string        `env:"CODEX_ACCOUNT_ID" key:"codex.account_id" desc:"sent as ChatGPT-Account-Id"`
+	CodexAuthFile       string        `env:"CODEX_AUTH_FILE" key:"codex.auth_file" desc:"Codex CLI login, read when no token is set; re-read when it changes, refreshed before it expires"`
+	CodexRefreshURL     string        `env:"CODEX_REFRESH_URL" key:"codex.refresh_url" desc:"OAuth token endpoint that refreshes the login of the auth file"`
+	CodexClientID       string        `env:"CODEX_CLIENT_ID" key:"codex.client_id" desc:"OAuth client id sent with a refresh"`
+	CredentialsKeyFile  string        `env:"CREDENTIALS_KEY_FILE" key:"codex.credentials_key_file" desc:"file holding the credentials key instead of CODEXPOOL_CREDENTIALS_KEY (the same content on every worker); with an embedded server and neither set, the state directory's credentials.key (made at first start, 0600)"`
+	CredentialsReplicas int           `env:"CREDENTIALS_REPLICAS" key:"codex.credentials_replicas" desc:"replicas of the credentials bucket when a worker creates it (3 on a cluster)"`
+	CredentialsBucket   string        `env:"CREDENTIALS_BUCKET" key:"codex.credentials_bucket" desc:"JetStream key-value bucket through which workers share logins (one refresher at a time, rotated tokens to all); used when the server has JetStream"`
+	CredentialsKey      string        `env:"CREDENTIALS_KEY" key:"codex.credentials_key" secret:"true" desc:"secret that encrypts and authenticates the tokens in the credentials bucket (the same on every worker); empty = plaintext, protected by NATS permissions"`
+	WSRetryAfter        time.Duration `env:"WS_RETRY_AFTER" key:"codex.ws_retry_after" desc:"after the origin refused WebSockets (426): use HTTP streaming this long, then try a WebSocket again"`
+	Model               string        `env:"MODEL" key:"codex.model" desc:"model used when a request names none"`
 
 	WSConnectSpacing  time.Duration `env:"WS_CONNECT_SPACING" ms:"WS_CONNECT_SPACING_MS" key:"gate.ws_connect_spacing" desc:"the gate's floor: spacing is never relaxed below it"`
 	Gate              string        `env:"GATE" key:"gate.mode" desc:"connect gate: adaptive (congestion control), reference (the reference proxy's rules), fixed (spacing = floor), off (no pacing)"`
@@ -240,7 +242,7 @@ func defaultWorkerConfig() workerConfig {
 		EmbeddedNATSAddr: "127.0.0.1:4222", QueueGroup: "codexpool",
 		CodexURL: "https://chatgpt.com/backend-api/codex/responses", CodexAuthFile: "~/.codex/auth.json",
 		CodexRefreshURL: "https://auth.openai.com/oauth/token", CodexClientID: "app_EMoamEEZ73f0CkXaXp7hrann",
-		CredentialsBucket: "CODEXPOOL_CREDENTIALS", WSRetryAfter: 10 * time.Minute,
+		CredentialsBucket: "CODEXPOOL_CREDENTIALS", CredentialsReplicas: 1, WSRetryAfter: 10 * time.Minute,
 		Model: "gpt-5.1-codex", Gate: "adaptive", ForbiddenCooldown: 3 * time.Second, WSReuse: true,
 		GateScope: "host", ForbiddenBudget: 10 * time.Second, ReplyPrefixes: "_INBOX.", MaxInflight: 256, RequestTimeout: 10 * time.Minute,
 		ConnectTimeout: 15 * time.Second, IdleTimeout: 5 * time.Minute, ShutdownGrace: 30 * time.Second,
@@ -352,6 +354,10 @@ func (c workerConfig) validateOrigin() error {
 		return bad("WS_RETRY_AFTER", "must be positive, got %s", c.WSRetryAfter)
 	case c.CodexClientID == "":
 		return bad("CODEX_CLIENT_ID", "must not be empty")
+	case c.CredentialsKey != "" && c.CredentialsKeyFile != "":
+		return bad("CREDENTIALS_KEY_FILE", "set CODEXPOOL_CREDENTIALS_KEY or CODEXPOOL_CREDENTIALS_KEY_FILE, not both")
+	case c.CredentialsReplicas < 1 || c.CredentialsReplicas > 5:
+		return bad("CREDENTIALS_REPLICAS", "must be 1 to 5, got %d", c.CredentialsReplicas)
 	case c.CredentialsBucket == "" || strings.ContainsAny(c.CredentialsBucket, " \t\r\n.*>"):
 		return bad("CREDENTIALS_BUCKET", "must be a bucket name (letters, digits, - and _), got %q", c.CredentialsBucket)
 	}

@@ -197,10 +197,10 @@ func runGateway(ctx context.Context, e env, args []string) error {
 // gatewayMain is one `codexpool gateway` process. Run connects to NATS, listens and serves, each
 // step returning its undo; Close holds the shutdown order.
 type gatewayMain struct {
-	cfg      gatewayConfig
-	keys     []string
-	log      *slog.Logger
-	getenv   func(string) string
+	cfg    gatewayConfig
+	keys   []string
+	log    *slog.Logger
+	getenv func(string) string
 
 	nc     *nats.Conn
 	ln     net.Listener

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"sync/atomic"
 	"time"
 
@@ -97,6 +98,9 @@ func newWorkerMain(e env, cfg workerConfig) (*workerMain, error) {
 		log.Warn("CODEXPOOL_CODEX_TOKEN and CODEXPOOL_CODEX_ACCOUNT_ID are ignored: CODEXPOOL_ACCOUNTS lists the accounts",
 			"accounts_file", cfg.Accounts)
 	}
+	if err := m.loadCredentialsKey(); err != nil {
+		return nil, err
+	}
 	// Fail before NATS when there are no credentials at all: a person is reading the error.
 	if m.accts == nil {
 		if _, err := codex.ResolveCredentials(cfg.CodexToken, cfg.CodexAccountID, cfg.authFilePath()); errors.Is(err, codex.ErrNoCredentials) {
@@ -106,6 +110,32 @@ func newWorkerMain(e env, cfg workerConfig) (*workerMain, error) {
 		}
 	}
 	return m, nil
+}
+
+// loadCredentialsKey resolves the key that seals the logins shared over NATS: the setting, else
+// the key file, else — for a worker that embeds its NATS server, the quick start — a key of its
+// own in the state directory, so that even there no token sits in the bucket in plaintext.
+func (m *workerMain) loadCredentialsKey() error {
+	path := m.cfg.CredentialsKeyFile
+	switch {
+	case m.cfg.CredentialsKey != "":
+		return nil
+	case path == "" && m.cfg.NATSURL != "":
+		return nil // not shared; codex says so once
+	case path == "":
+		key, err := codex.LoadOrCreateKeyFile(filepath.Join(stateDir(m.getenv), "credentials.key"))
+		if err != nil {
+			return fmt.Errorf("worker: credentials key: %w", err)
+		}
+		m.cfg.CredentialsKey = string(key)
+	default:
+		key, err := codex.LoadKeyFile(path)
+		if err != nil {
+			return fmt.Errorf("worker: CODEXPOOL_CREDENTIALS_KEY_FILE: %w", err)
+		}
+		m.cfg.CredentialsKey = string(key)
+	}
+	return nil
 }
 
 // Run starts the worker; it serves when Run returns nil, until Close (call Close only then).
@@ -337,7 +367,7 @@ func credentialStore(ctx context.Context, nc *nats.Conn, cfg workerConfig, log *
 	}
 	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	store, err := queue.NewCredentialStore(sctx, nc, queue.CredentialStoreConfig{Bucket: cfg.CredentialsBucket})
+	store, err := queue.NewCredentialStore(sctx, nc, queue.CredentialStoreConfig{Bucket: cfg.CredentialsBucket, Replicas: cfg.CredentialsReplicas})
 	switch {
 	case errors.Is(err, queue.ErrNoJetStream):
 		log.Info("credentials: the NATS server has no JetStream; the login is shared through its auth file only")
@@ -346,7 +376,9 @@ func credentialStore(ctx context.Context, nc *nats.Conn, cfg workerConfig, log *
 		log.Warn("credentials: no shared credential store; the login is shared through its auth file only", "error", err)
 		return nil
 	}
-	log.Info("credentials: the login is shared with the pool", "bucket", cfg.CredentialsBucket, "encrypted", cfg.CredentialsKey != "")
+	if cfg.CredentialsKey != "" { // without a key the login is not shared, and codex says so
+		log.Info("credentials: the login is shared with the pool, sealed", "bucket", cfg.CredentialsBucket)
+	}
 	return store
 }
 

@@ -44,8 +44,8 @@ const (
 	// Backoff after a failed refresh: doubling from minBackoff to maxBackoff.
 	minBackoff = 2 * time.Second
 	maxBackoff = 2 * time.Minute
-	// storeTimeout bounds one Coordinator call.
-	storeTimeout = 5 * time.Second
+	// DefaultStoreTimeout bounds one Coordinator call (AuthConfig.StoreTimeout).
+	DefaultStoreTimeout = 5 * time.Second
 )
 
 // AuthConfig configures an Auth. Zero values are the documented defaults; File is required.
@@ -69,11 +69,18 @@ type AuthConfig struct {
 	Poll time.Duration
 	// Coordinator shares the login with the rest of the pool: one refresher at a time, and its
 	// tokens reach everyone. Nil: not shared beyond this machine, where processes using the
-	// same file still take turns through a lock file beside it (".auth.json.lock").
+	// same file still take turns through a lock file beside it (".auth.json.lock"). It is used
+	// only with a ShareKey.
 	Coordinator Coordinator
-	// ShareKey encrypts and authenticates the tokens held by the Coordinator; every worker of
-	// the pool needs the same one. "" = plaintext, protected by the store's permissions only.
+	// ShareKey is the pool key (CODEXPOOL_CREDENTIALS_KEY, or the content of a key file read
+	// with LoadKeyFile): every value written to the Coordinator is sealed under it (AES-256-GCM,
+	// key derived with HKDF-SHA-256, bound to the login's key), and values that do not open
+	// under it are ignored. Every worker of the pool needs the same one. "" = the login is not
+	// shared through the Coordinator (logged once at OpenAuth): there is no plaintext sharing.
 	ShareKey string
+	// StoreTimeout bounds one Coordinator call. Default DefaultStoreTimeout (5s). A store that
+	// does not answer never stops a refresh: the Auth refreshes alone until it answers again.
+	StoreTimeout time.Duration
 	// WorkerID names this worker in refresh claims. Default "worker".
 	WorkerID string
 	// HTTPClient sends refresh requests. Nil = a client of the Auth's own.
@@ -89,7 +96,11 @@ type AuthStats struct {
 	Reloads         int64     `json:"reloads"`          // newer tokens read from the auth file
 	FromPool        int64     `json:"from_pool"`        // newer tokens received from another worker
 	OutOfService    bool      `json:"out_of_service"`   // the login was refused for good: log in again
-	Shared          bool      `json:"shared"`           // coordinated with the pool (a Coordinator)
+	Shared          bool      `json:"shared"`           // coordinated with the pool (a Coordinator and a key)
+	Ignored         int64     `json:"shared_ignored"`   // shared values that did not open under the pool key
+	StoreDown       bool      `json:"store_down"`       // the pool's store does not answer: refreshing alone
+	StoreOutages    int64     `json:"store_outages"`    // times the pool's store stopped answering
+	AloneRefreshes  int64     `json:"alone_refreshes"`  // refreshes made without the pool (its store down)
 	ExpiresAt       time.Time `json:"expires_at,omitzero"`
 }
 
@@ -112,7 +123,10 @@ type AuthStats struct {
 //   - a refresh the endpoint refuses for good (refresh_token_reused, _expired, _invalidated,
 //     invalid_grant, any 401) takes the account out of service: one log line, a stat, and 401s
 //     that say to log in again, until a new login appears in the file or the pool;
-//   - a 401 from the origin triggers at most one refresh per 30 s.
+//   - a 401 from the origin triggers at most one refresh per 30 s;
+//   - a Coordinator that does not answer never stops a refresh: the Auth refreshes alone (once
+//     the token has half its refresh lead left, or at once after a 401), says so once per
+//     outage, and shares again when the store answers.
 //
 // The tokens in use are never replaced by less (a failed refresh keeps them; an answer without a
 // refresh token keeps the old one), and never appear in a log line or an error.
@@ -149,7 +163,10 @@ type Auth struct {
 	claimRev  uint64    // the revision of another worker's claim, and when this Auth first saw it
 	claimSeen time.Time
 	badFile   fileStamp // the file version that failed to parse, logged once
-	badShare  bool      // an unreadable shared value was logged
+	badRev    uint64    // the revision of the shared value that did not open, logged once
+	lin       lineage   // which tokens are newer (lineage.go)
+	health    storeHealth
+	offering  bool // an offer to the pool is in flight
 	st        AuthStats
 }
 
@@ -165,6 +182,54 @@ func OpenAuth(cfg AuthConfig) (*Auth, error) {
 		return nil, err
 	}
 	cfg.File = path
+	cfg = cfg.withDefaults()
+	t, stamp, err := readAuthFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("%w: %s does not exist (run `codex login`): %w", ErrNoCredentials, path, fs.ErrNotExist)
+	case errors.Is(err, errAuthNoTokens):
+		return nil, fmt.Errorf("%w: %s %w", ErrNoCredentials, path, errAuthNoTokens)
+	case err != nil:
+		return nil, err
+	}
+	a := &Auth{
+		cfg: cfg, seal: newSealer([]byte(cfg.ShareKey)),
+		id:   cfg.WorkerID + "/" + rand.Text()[:8],
+		lock: filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".lock"),
+		kick: make(chan struct{}, 1), changed: make(chan struct{}),
+		tok: t, stamp: stamp, seenAt: time.Now(),
+	}
+	a.log = cfg.Logger
+	if a.log == nil {
+		a.log = slog.New(slog.DiscardHandler)
+	}
+	a.log = a.log.With("account", cfg.Name)
+	a.hc = cfg.HTTPClient
+	if a.hc == nil {
+		a.ownTr = http.DefaultTransport.(*http.Transport).Clone()
+		a.hc = &http.Client{Transport: a.ownTr}
+	}
+	switch {
+	case cfg.Coordinator != nil && a.seal == nil:
+		a.log.Warn("codex: the login is not shared with the pool: no credentials key is set (CODEXPOOL_CREDENTIALS_KEY or a key file, the same on every worker); this worker refreshes it on its own")
+	case cfg.Coordinator != nil:
+		a.key = loginKey(t)
+	}
+	a.st.Shared = a.key != ""
+	a.ctx, a.cancel = context.WithCancel(context.Background())
+	a.wg.Add(1)
+	go a.run()
+	if a.key != "" {
+		a.wg.Add(1)
+		go a.watch()
+	}
+	a.log.Debug("codex: credentials loaded", "file", path, "refreshable", t.RefreshToken != "",
+		"expires_at", t.expiry(), "shared", a.key != "")
+	return a, nil
+}
+
+// withDefaults returns cfg with the documented defaults filled in.
+func (cfg AuthConfig) withDefaults() AuthConfig {
 	if cfg.Name == "" {
 		cfg.Name = "default"
 	}
@@ -183,50 +248,14 @@ func OpenAuth(cfg AuthConfig) (*Auth, error) {
 	if cfg.WorkerID == "" {
 		cfg.WorkerID = "worker"
 	}
-	t, stamp, err := readAuthFile(path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return nil, fmt.Errorf("%w: %s does not exist (run `codex login`): %w", ErrNoCredentials, path, fs.ErrNotExist)
-	case errors.Is(err, errAuthNoTokens):
-		return nil, fmt.Errorf("%w: %s %w", ErrNoCredentials, path, errAuthNoTokens)
-	case err != nil:
-		return nil, err
+	if cfg.StoreTimeout <= 0 {
+		cfg.StoreTimeout = DefaultStoreTimeout
 	}
-	a := &Auth{
-		cfg: cfg, seal: newSealer(cfg.ShareKey),
-		id:   cfg.WorkerID + "/" + rand.Text()[:8],
-		lock: filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".lock"),
-		kick: make(chan struct{}, 1), changed: make(chan struct{}),
-		tok: t, stamp: stamp, seenAt: time.Now(),
-	}
-	a.log = cfg.Logger
-	if a.log == nil {
-		a.log = slog.New(slog.DiscardHandler)
-	}
-	a.log = a.log.With("account", cfg.Name)
-	a.hc = cfg.HTTPClient
-	if a.hc == nil {
-		a.ownTr = http.DefaultTransport.(*http.Transport).Clone()
-		a.hc = &http.Client{Transport: a.ownTr}
-	}
-	if cfg.Coordinator != nil {
-		a.key = loginKey(t)
-	}
-	a.st.Shared = a.key != ""
-	a.ctx, a.cancel = context.WithCancel(context.Background())
-	a.wg.Add(1)
-	go a.run()
-	if a.key != "" {
-		a.wg.Add(1)
-		go a.watch()
-	}
-	a.log.Debug("codex: credentials loaded", "file", path, "refreshable", t.RefreshToken != "",
-		"expires_at", t.expiry(), "shared", a.key != "")
-	return a, nil
+	return cfg
 }
 
 // Close stops watching and refreshing and waits for the Auth's goroutines. A refresh in flight
-// is finished first (at most RefreshTimeout, then storeTimeout to share its answer): the
+// is finished first (at most RefreshTimeout, then StoreTimeout to share its answer): the
 // endpoint may have spent the old refresh token already, and its answer holds the only valid
 // one. Credentials keeps returning the last tokens. Close is idempotent.
 func (a *Auth) Close() error {
@@ -321,6 +350,7 @@ func (a *Auth) Stats() AuthStats {
 	defer a.mu.Unlock()
 	st := a.st
 	st.OutOfService = a.down != nil
+	st.StoreDown = a.health.down
 	st.ExpiresAt = a.tok.expiry()
 	return st
 }
@@ -333,6 +363,9 @@ func (a *Auth) broadcastLocked() {
 
 // adoptLocked makes t the tokens in use; from says where they came from, for the log. a.mu is held.
 func (a *Auth) adoptLocked(t tokens, from string) {
+	if t.RefreshToken != a.tok.RefreshToken {
+		a.lin.replaced(a.tok.RefreshToken)
+	}
 	a.tok, a.seenAt = t, time.Now()
 	a.retryAt, a.backoff, a.doneFor = time.Time{}, 0, ""
 	if a.down != nil && t.RefreshToken != a.downRT {
@@ -378,20 +411,29 @@ func (a *Auth) nextRefreshLocked() time.Time {
 		}
 		return a.kickedAt // due already
 	}
-	exp := a.tok.expiry()
+	exp, lead := a.leadLocked()
 	if exp.IsZero() {
 		return time.Time{}
 	}
-	born := parseClaims(a.tok.AccessToken).issued()
-	if born.IsZero() || !born.Before(exp) {
-		born = a.seenAt
-	}
-	lead := min(refreshLead, exp.Sub(born)/5)
 	at := exp.Add(-lead)
 	if a.retryAt.After(at) {
 		at = a.retryAt
 	}
 	return at
+}
+
+// leadLocked returns the access token's exp (zero: none) and how long before it the token is
+// refreshed. a.mu is held.
+func (a *Auth) leadLocked() (time.Time, time.Duration) {
+	exp := a.tok.expiry()
+	if exp.IsZero() {
+		return exp, 0
+	}
+	born := parseClaims(a.tok.AccessToken).issued()
+	if born.IsZero() || !born.Before(exp) {
+		born = a.seenAt
+	}
+	return exp, min(refreshLead, exp.Sub(born)/5)
 }
 
 // run reloads, schedules and performs refreshes until Close.
@@ -425,7 +467,9 @@ func (a *Auth) run() {
 	}
 }
 
-// reload reads the file if it changed and adopts its tokens if they are newer than ours.
+// reload reads the file if it changed and adopts its tokens unless they are ours or an older
+// state (a refresh token seen replaced): a change of the file (a `codex login`) always wins,
+// whatever its tokens' exp, and is offered to the pool.
 func (a *Auth) reload() {
 	a.reloadMu.Lock()
 	defer a.reloadMu.Unlock()
@@ -450,132 +494,11 @@ func (a *Auth) reload() {
 		return
 	}
 	a.stamp = stamp
-	if t.newerThan(a.tok) {
+	if !t.same(a.tok) && !a.lin.isSpent(t.RefreshToken) {
 		a.st.Reloads++
 		a.adoptLocked(t, "file")
 		a.log.Info("codex: new tokens read from the auth file", "file", a.cfg.File, "expires_at", t.expiry())
-		if a.key != "" && a.ctx.Err() == nil {
-			a.wg.Add(1)
-			go func() { // tell the pool, off the caller's goroutine
-				defer a.wg.Done()
-				a.offer(t)
-			}()
-		}
-	}
-}
-
-// refresh runs one refresh attempt, unless it turns out not to be needed (a re-read found newer
-// tokens, another holder of the login is refreshing it). unauthorized: a 401 asked for it.
-func (a *Auth) refresh(unauthorized bool) {
-	a.reload()
-	a.mu.Lock()
-	cur := a.tok
-	skip := a.down != nil || cur.RefreshToken == "" ||
-		(unauthorized && a.kickedFor != cur.bearer()) || // a re-read cured the 401
-		(unauthorized && a.doneFor == cur.bearer()) || // the scheduled pass already tried it
-		(!unauthorized && time.Now().Before(a.nextRefreshLocked()))
-	a.mu.Unlock()
-	if skip {
-		a.attemptEnded(cur.bearer(), false)
-		return
-	}
-
-	if a.ctx.Err() != nil {
-		return // closing: no new refresh
-	}
-	unlock, ok, err := tryLockFile(a.lock)
-	if err != nil {
-		a.log.Debug("codex: no lock file beside the auth file; refreshing without it", "error", err)
-		unlock, ok = func() {}, true
-	}
-	if !ok {
-		a.busy() // another process of this machine is refreshing: its tokens will be in the file
-		return
-	}
-	defer unlock()
-	a.reload() // the previous holder of the lock may have just written new tokens
-	a.mu.Lock()
-	again := a.tok.same(cur)
-	a.mu.Unlock()
-	if !again {
-		a.attemptEnded(cur.bearer(), false)
-		return
-	}
-
-	var rev uint64
-	if a.key != "" {
-		var res claimResult
-		res, rev = a.claim(cur)
-		switch res {
-		case claimNewer:
-			a.attemptEnded(cur.bearer(), false)
-			return
-		case claimBusy:
-			a.busy()
-			return
-		case claimFailed:
-			if a.ctx.Err() == nil { // not the store: Close cut the call short
-				a.failed(cur, false, "the pool's credential store is unavailable")
-			}
-			return
-		}
-	}
-	stopHold := func() uint64 { return rev }
-	if a.key != "" {
-		stopHold = a.holdClaim(cur, rev)
-	}
-	red := newRedactor(append(cur.secrets(), a.cfg.RefreshURL)...)
-	// From here on Close waits: once sent, the request may spend the refresh token.
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(a.ctx), a.cfg.RefreshTimeout)
-	start := time.Now()
-	ans, err := postRefresh(rctx, a.hc, a.cfg.RefreshURL, a.cfg.ClientID, cur.RefreshToken, red)
-	cancel()
-	rev = stopHold()
-	var re *refreshError
-	switch {
-	case err == nil:
-		nt := cur
-		nt.IDToken = or(ans.IDToken, cur.IDToken)
-		nt.AccessToken = or(ans.AccessToken, cur.AccessToken)
-		nt.RefreshToken = or(ans.RefreshToken, cur.RefreshToken)
-		nt.LastRefresh = time.Now().UTC()
-		if nt.AccountID == "" {
-			nt.AccountID = accountFromIDToken(nt.IDToken)
-		}
-		a.writeFile(nt) // before the tokens are used: then whoever learns of them finds them there
-		a.mu.Lock()
-		a.st.Refreshes++
-		a.adoptLocked(nt, "refresh")
-		a.mu.Unlock()
-		if ans.RefreshToken == "" {
-			a.log.Warn("codex: the token endpoint sent no new refresh token; keeping the old one")
-		}
-		a.log.Info("codex: tokens refreshed", "unauthorized", unauthorized, "took", time.Since(start).Round(time.Millisecond),
-			"expires_at", nt.expiry())
-		if a.key != "" {
-			a.publish(nt, rev, "", true)
-		}
-		a.attemptEnded(cur.bearer(), true)
-	case errors.As(err, &re) && re.permanent:
-		a.mu.Lock()
-		a.st.RefreshFailures++
-		a.goDownLocked(re.code, "refresh")
-		a.mu.Unlock()
-		a.log.Warn("codex: token refresh refused", "error", re.msg)
-		if a.key != "" {
-			a.publish(cur, rev, re.code, false)
-		}
-		a.attemptEnded(cur.bearer(), true)
-	default:
-		uncertain := !errors.As(err, &re) || re.uncertain
-		msg := err.Error()
-		if errors.Is(err, context.DeadlineExceeded) {
-			msg = fmt.Sprintf("no answer within %s", a.cfg.RefreshTimeout)
-		}
-		if a.key != "" {
-			a.publish(cur, rev, "", false) // release the claim
-		}
-		a.failed(cur, uncertain, msg)
+		a.offerLocked() // tell the pool, off the caller's goroutine
 	}
 }
 
@@ -625,13 +548,20 @@ func (a *Auth) attemptEnded(before string, tried bool) {
 	a.broadcastLocked()
 }
 
-// writeFile writes t to the auth file, unless it already holds them or newer ones. A read-only
-// file (a mounted secret) is fine: the tokens live on in memory and in the pool.
+// writeFile writes t to the auth file, unless it holds them already or tokens this Auth does not
+// know (neither the ones in use nor a state seen replaced): a new login, which the next poll
+// adopts. A read-only file (a mounted secret) is fine: the tokens live on in memory and in the
+// pool.
 func (a *Auth) writeFile(t tokens) {
 	a.fileMu.Lock()
 	defer a.fileMu.Unlock()
-	if ft, _, err := readAuthFile(a.cfg.File); err == nil && !t.newerThan(ft) {
-		return
+	if ft, _, err := readAuthFile(a.cfg.File); err == nil {
+		a.mu.Lock()
+		unknown := !ft.same(a.tok) && !a.lin.isSpent(ft.RefreshToken)
+		a.mu.Unlock()
+		if ft.same(t) || unknown {
+			return
+		}
 	}
 	if err := writeAuthFile(a.cfg.File, t); err != nil {
 		a.log.Warn("codex: cannot write the refreshed tokens to the auth file; they are kept in memory", "file", a.cfg.File, "error", err)
@@ -639,7 +569,7 @@ func (a *Auth) writeFile(t tokens) {
 	}
 	if fi, err := statFile(a.cfg.File); err == nil {
 		a.mu.Lock()
-		if !a.tok.newerThan(t) {
+		if a.tok.same(t) { // else the next poll reads it back: the same tokens, once adopted
 			a.stamp = stampOf(fi) // our own write is no news for the poll
 		}
 		a.mu.Unlock()

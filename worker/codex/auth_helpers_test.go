@@ -25,6 +25,7 @@ type memStore struct {
 	subs  map[string][]chan memEntry
 	puts  int
 	fails bool // every call fails (a store that is down)
+	hangs bool // with fails: Get and Put block until their context ends (an unreachable server)
 }
 
 type memEntry struct {
@@ -42,21 +43,32 @@ type testError struct{ s string }
 
 func (e *testError) Error() string { return e.s }
 
-func (m *memStore) Get(_ context.Context, key string) ([]byte, uint64, error) {
+// down reports whether the store is down, after blocking until ctx ends if it hangs.
+func (m *memStore) down(ctx context.Context) bool {
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.fails {
+	fails, hangs := m.fails, m.hangs
+	m.mu.Unlock()
+	if fails && hangs {
+		<-ctx.Done()
+	}
+	return fails
+}
+
+func (m *memStore) Get(ctx context.Context, key string) ([]byte, uint64, error) {
+	if m.down(ctx) {
 		return nil, 0, errStoreDown
 	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	return m.vals[key], m.revs[key], nil
 }
 
-func (m *memStore) Put(_ context.Context, key string, value []byte, rev uint64) (uint64, bool, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.fails {
+func (m *memStore) Put(ctx context.Context, key string, value []byte, rev uint64) (uint64, bool, error) {
+	if m.down(ctx) {
 		return 0, false, errStoreDown
 	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	if m.revs[key] != rev {
 		return 0, false, nil
 	}
@@ -69,9 +81,29 @@ func (m *memStore) Put(_ context.Context, key string, value []byte, rev uint64) 
 	return m.seq, true, nil
 }
 
+// setDown makes every call fail (down; at once, or after hanging until its context ends) or
+// work again; going down ends the watches.
+func (m *memStore) setDown(down, hang bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.fails, m.hangs = down, hang
+	if down {
+		for k, subs := range m.subs {
+			for _, ch := range subs {
+				close(ch)
+			}
+			delete(m.subs, k)
+		}
+	}
+}
+
 func (m *memStore) Watch(ctx context.Context, key string, update func([]byte, uint64)) error {
 	ch := make(chan memEntry, 1024)
 	m.mu.Lock()
+	if m.fails {
+		m.mu.Unlock()
+		return errStoreDown
+	}
 	if v, ok := m.vals[key]; ok {
 		ch <- memEntry{v, m.revs[key]}
 	}
@@ -92,7 +124,10 @@ func (m *memStore) Watch(ctx context.Context, key string, update func([]byte, ui
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case e := <-ch:
+		case e, ok := <-ch:
+			if !ok {
+				return errStoreDown
+			}
 			update(e.v, e.rev)
 		}
 	}
@@ -110,6 +145,9 @@ func (m *memStore) raw() string {
 }
 
 const alice = "alice"
+
+// testKey is the pool key of the tests' shared logins.
+const testKey = "a-test-pool-key"
 
 // newLoginSim starts a simulator serving the account alice, whose logins live for lifetime.
 func newLoginSim(t *testing.T, lifetime time.Duration) *codextest.Server {

@@ -6,20 +6,28 @@ import (
 	"time"
 )
 
-// How an Auth shares its login through a Coordinator. The login's key holds a sharedLogin: the
-// newest tokens any worker has, a claim while one of them refreshes, and the refusal code once
-// the token endpoint refused them for good. Every write is a compare-and-set on the revision the
-// writer read, so the store orders them; there is no lock to lose and no clock to trust:
+// How an Auth shares its login through a Coordinator. The login's key holds a sealed
+// sharedLogin: the newest tokens any worker has with their Seq, a claim while one of them
+// refreshes, and the refusal code once the token endpoint refused them for good. Every write is a
+// compare-and-set on the revision the writer read, so the store orders them; there is no lock to
+// lose and no clock to trust:
 //
 //   - to refresh, a worker reads the value; newer tokens there are adopted instead; a live claim
 //     by another worker means waiting (its new tokens arrive through the watch); otherwise it
 //     writes its tokens with its claim at the revision it read. Only one such write succeeds.
 //   - while its refresh request is in flight it renews the claim every claimTTL/4; a claim that
 //     does not change for claimTTL (by the waiter's clock) is a dead worker's and is taken over.
-//   - the refresher writes the rotated tokens without a claim (or, refused, the refusal code);
-//     every worker watching the key adopts them and writes its own copy of the auth file.
-//   - tokens that a worker reads from its file and that are newer than the pool's (a new
-//     `codex login`) are offered to the pool the same way, so a new login reaches everyone.
+//   - the refresher writes the rotated tokens (one Seq up) without a claim (or, refused, the
+//     refusal code); every worker watching the key adopts them and writes its own copy of the
+//     auth file.
+//   - tokens a worker reads from its file (a new `codex login`) are offered to the pool one Seq
+//     up, and so are its own when the pool is behind it (it refreshed while the store was down).
+//   - a value that does not open under the pool key is never adopted: it is counted, logged
+//     (once per revision, without any of it) and overwritten by the next write.
+//   - a store that does not answer never stops a refresh: the worker refreshes alone (it says
+//     so once per outage) and shares again when the store answers (see storeHealth).
+//
+// Which tokens are newer is lineage's business (lineage.go).
 
 func statFile(path string) (os.FileInfo, error) { return os.Stat(path) }
 
@@ -34,117 +42,150 @@ const (
 
 // storeCtx bounds one Coordinator call; Close cuts it short.
 func (a *Auth) storeCtx() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(a.ctx, storeTimeout)
+	return context.WithTimeout(a.ctx, a.cfg.StoreTimeout)
 }
 
 // finishCtx bounds one Coordinator call for a refresh already sent (renewing its claim,
 // publishing its answer): Close waits for it, since the answer may hold the only valid tokens.
 func (a *Auth) finishCtx() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(a.ctx), storeTimeout)
+	return context.WithTimeout(context.WithoutCancel(a.ctx), a.cfg.StoreTimeout)
 }
 
-// decode opens a shared value; an unreadable one is logged once and treated as absent (it is
-// overwritten by the next claim: the pool must share one ShareKey).
-func (a *Auth) decode(value []byte) (sharedLogin, bool) {
+// decode opens the shared value at rev. A value that does not open is counted and logged once
+// per revision, and treated as absent (the next write overwrites it).
+func (a *Auth) decode(value []byte, rev uint64) (sharedLogin, bool) {
 	if len(value) == 0 {
 		return sharedLogin{}, false
 	}
 	sl, err := a.seal.open(a.key, value)
-	if err != nil {
-		a.mu.Lock()
-		logIt := !a.badShare
-		a.badShare = true
-		a.mu.Unlock()
-		if logIt {
-			a.log.Error("codex: cannot read the login shared by the pool; it will be overwritten", "error", err)
-		}
-		return sharedLogin{}, false
-	}
-	return sl, true
-}
-
-// learn adopts what a shared value says if it is news: newer tokens, or the refusal of ours.
-// It reports whether it changed anything.
-func (a *Auth) learn(sl sharedLogin, from string) bool {
-	if sl.Tokens == nil {
-		return false
+	if err == nil {
+		return sl, true
 	}
 	a.mu.Lock()
-	newer := sl.Tokens.newerThan(a.tok)
+	logIt := a.badRev != rev
+	if logIt {
+		a.badRev = rev
+		a.st.Ignored++
+	}
 	a.mu.Unlock()
-	if newer {
+	if logIt {
+		a.log.Error("codex: ignored a shared login that does not open under the pool key; it is never used and will be overwritten",
+			"reason", err, "revision", rev)
+	}
+	return sharedLogin{}, false
+}
+
+// learn acts on what an opened shared value says: newer tokens are adopted (and written to the
+// file first), the refusal of ours takes the account out of service, and a pool that is behind
+// is sent ours. It reports whether it changed anything.
+func (a *Auth) learn(sl sharedLogin, from string) bool {
+	a.mu.Lock()
+	v := a.lin.judge(*sl.Tokens, sl.Seq, a.tok, time.Now())
+	cur := a.tok
+	a.mu.Unlock()
+	if v == verdictAdopt {
 		a.writeFile(*sl.Tokens) // this machine's copy of the login, before it is used
 	}
 	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.tok.same(cur) { // changed meanwhile (a reload): judge again
+		v = a.lin.judge(*sl.Tokens, sl.Seq, a.tok, time.Now())
+	}
+	a.lin.saw(sl.Seq)
 	switch {
-	case sl.Tokens.newerThan(a.tok):
+	case v == verdictAdopt:
 		a.st.FromPool++
 		a.adoptLocked(*sl.Tokens, from)
 		if sl.Refused != "" {
 			a.goDownLocked(sl.Refused, from)
 		}
-		a.mu.Unlock()
 		a.log.Info("codex: new tokens received from the pool", "expires_at", sl.Tokens.expiry(), "refused", sl.Refused)
 		return true
+	case v == verdictOffer:
+		a.offerLocked()
 	case sl.Refused != "" && sl.Tokens.RefreshToken == a.tok.RefreshToken:
 		a.goDownLocked(sl.Refused, from)
-		a.mu.Unlock()
 		return true
 	}
-	a.mu.Unlock()
 	return false
 }
 
-// claim takes the login's refresh turn in the pool for cur.
-func (a *Auth) claim(cur tokens) (claimResult, uint64) {
+// claim takes the login's refresh turn in the pool for cur. It returns the claim's revision
+// and the Seq it was written with.
+func (a *Auth) claim(cur tokens) (claimResult, uint64, uint64) {
 	for range 3 {
+		if a.skipStore() {
+			return claimFailed, 0, 0
+		}
 		ctx, cancel := a.storeCtx()
 		value, rev, err := a.cfg.Coordinator.Get(ctx, a.key)
 		cancel()
 		if err != nil {
-			a.log.Warn("codex: cannot read the pool's credential store", "error", err)
-			return claimFailed, 0
+			a.storeFailed(err)
+			return claimFailed, 0, 0
 		}
-		sl, _ := a.decode(value)
-		a.learn(sl, "pool")
+		a.storeUp()
+		sl, ok := a.decode(value, rev)
+		if ok {
+			a.learn(sl, "pool")
+		}
 		// Compare with cur, not just with what learn saw: the watch may have adopted newer
 		// tokens meanwhile, and cur's refresh token may be spent already.
 		a.mu.Lock()
 		moved := !a.tok.same(cur) || a.down != nil
+		seq := a.seqForLocked(sl, ok, cur)
 		a.mu.Unlock()
 		if moved {
-			return claimNewer, 0
+			return claimNewer, 0, 0
 		}
-		if c := sl.Claim; c != nil && c.By != a.id {
-			a.mu.Lock()
-			if a.claimRev != rev {
-				a.claimRev, a.claimSeen = rev, time.Now()
-			}
-			live := time.Since(a.claimSeen) < claimTTL
-			a.mu.Unlock()
-			if live {
-				return claimBusy, 0
-			}
-			a.log.Warn("codex: taking over a refresh claim that has not changed for a while", "holder", c.By, "for", claimTTL)
+		if ok && sl.Claim != nil && sl.Claim.By != a.id && a.liveClaim(rev, sl.Claim.By) {
+			return claimBusy, 0, 0
 		}
 		ctx, cancel = a.storeCtx()
-		nrev, ok, err := a.cfg.Coordinator.Put(ctx, a.key, a.seal.seal(a.key,
-			sharedLogin{V: 1, Tokens: &cur, Claim: &shareClaim{By: a.id, At: time.Now().UTC()}}), rev)
+		nrev, done, err := a.cfg.Coordinator.Put(ctx, a.key, a.seal.seal(a.key,
+			sharedLogin{V: shareVersion, Tokens: &cur, Seq: seq, Claim: &shareClaim{By: a.id, At: time.Now().UTC()}}), rev)
 		cancel()
 		if err != nil {
-			a.log.Warn("codex: cannot write to the pool's credential store", "error", err)
-			return claimFailed, 0
+			a.storeFailed(err)
+			return claimFailed, 0, 0
 		}
-		if ok {
-			return claimHeld, nrev
+		if done {
+			a.mu.Lock()
+			a.lin.saw(seq)
+			a.mu.Unlock()
+			return claimHeld, nrev, seq
 		}
 	}
-	return claimBusy, 0
+	return claimBusy, 0, 0
 }
 
-// holdClaim renews the claim on cur at rev until the returned stop is called; stop returns the
-// claim's latest revision (unchanged if another worker took it over meanwhile).
-func (a *Auth) holdClaim(cur tokens, rev uint64) (stop func() uint64) {
+// seqForLocked is the Seq to write t with over the value sl (ok: it opened): the same as the
+// pool's when it holds t already, else one more than any seen. a.mu is held.
+func (a *Auth) seqForLocked(sl sharedLogin, ok bool, t tokens) uint64 {
+	if ok && sl.Tokens.same(t) {
+		return max(sl.Seq, a.lin.seq)
+	}
+	return a.lin.next(sl.Seq)
+}
+
+// liveClaim reports whether another worker's claim, seen at rev, is still live: it changed less
+// than claimTTL ago by this Auth's clock.
+func (a *Auth) liveClaim(rev uint64, by string) bool {
+	a.mu.Lock()
+	if a.claimRev != rev {
+		a.claimRev, a.claimSeen = rev, time.Now()
+	}
+	live := time.Since(a.claimSeen) < claimTTL
+	a.mu.Unlock()
+	if !live {
+		a.log.Warn("codex: taking over a refresh claim that has not changed for a while", "holder", by, "for", claimTTL)
+	}
+	return live
+}
+
+// holdClaim renews the claim on cur (at Seq seq) at rev until the returned stop is called; stop
+// returns the claim's latest revision (unchanged if another worker took it over meanwhile).
+func (a *Auth) holdClaim(cur tokens, rev, seq uint64) (stop func() uint64) {
 	done := make(chan struct{})
 	out := make(chan uint64, 1)
 	a.wg.Add(1)
@@ -161,7 +202,7 @@ func (a *Auth) holdClaim(cur tokens, rev uint64) (stop func() uint64) {
 			}
 			ctx, cancel := a.finishCtx()
 			nrev, ok, err := a.cfg.Coordinator.Put(ctx, a.key, a.seal.seal(a.key,
-				sharedLogin{V: 1, Tokens: &cur, Claim: &shareClaim{By: a.id, At: time.Now().UTC()}}), rev)
+				sharedLogin{V: shareVersion, Tokens: &cur, Seq: seq, Claim: &shareClaim{By: a.id, At: time.Now().UTC()}}), rev)
 			cancel()
 			switch {
 			case err != nil:
@@ -179,22 +220,28 @@ func (a *Auth) holdClaim(cur tokens, rev uint64) (stop func() uint64) {
 	}
 }
 
-// publish writes t (and a refusal code, or none) for the pool and drops the claim. The write is
-// a compare-and-set on rev; when it fails and force is set (tokens from a successful refresh:
-// the only valid ones now, since the refresh spent the old token) they are written anyway at the
-// latest revision, unless the pool already has them or newer ones; otherwise the write is
-// dropped.
-func (a *Auth) publish(t tokens, rev uint64, refused string, force bool) {
-	value := a.seal.seal(a.key, sharedLogin{V: 1, Tokens: &t, Refused: refused})
+// publish writes t at Seq seq (and a refusal code, or none) for the pool and drops the claim.
+// The write is a compare-and-set on rev; when it fails and force is set (tokens from a
+// successful refresh: the only valid ones now, since the refresh spent the old token) they are
+// written anyway at the latest revision, unless the pool holds them already or tokens this Auth
+// has not seen replaced (another worker's newer ones); otherwise the write is dropped.
+func (a *Auth) publish(t tokens, seq, rev uint64, refused string, force bool) {
 	for range 3 {
+		value := a.seal.seal(a.key, sharedLogin{V: shareVersion, Tokens: &t, Seq: seq, Refused: refused})
 		ctx, cancel := a.finishCtx()
 		_, ok, err := a.cfg.Coordinator.Put(ctx, a.key, value, rev)
 		cancel()
 		if err != nil {
-			a.log.Warn("codex: cannot publish the login to the pool", "error", err)
+			a.storeFailed(err)
+			return // the watch re-offers them when the store is back (the pool is behind)
+		}
+		if ok {
+			a.mu.Lock()
+			a.lin.saw(seq)
+			a.mu.Unlock()
 			return
 		}
-		if ok || !force {
+		if !force {
 			return
 		}
 		ctx, cancel = a.finishCtx()
@@ -203,29 +250,82 @@ func (a *Auth) publish(t tokens, rev uint64, refused string, force bool) {
 		if err != nil {
 			return
 		}
-		if sl, ok := a.decode(cur); ok && sl.Tokens != nil && !t.newerThan(*sl.Tokens) {
+		sl, opened := a.decode(cur, nrev)
+		a.mu.Lock()
+		theirs := opened && (sl.Tokens.same(t) || !a.lin.isSpent(sl.Tokens.RefreshToken))
+		seq = a.lin.next(sl.Seq)
+		a.mu.Unlock()
+		if theirs {
 			return // someone published these or newer ones already
 		}
 		rev = nrev
 	}
 }
 
-// offer publishes tokens read from the file when they are newer than the pool's and nobody is
-// refreshing.
+// offerLocked sends the tokens in use to the pool in the background. One offer runs at a time;
+// it offers again when the tokens changed while it ran, so the newest always gets there. a.mu is
+// held.
+func (a *Auth) offerLocked() {
+	if a.key == "" || a.offering || a.ctx.Err() != nil {
+		return
+	}
+	a.offering = true
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		for a.ctx.Err() == nil {
+			t := a.tok
+			a.mu.Unlock()
+			a.offer(t)
+			a.mu.Lock()
+			if a.tok.same(t) {
+				break
+			}
+		}
+		a.offering = false
+	}()
+}
+
+// offer writes t (a new login from the file, or tokens the pool is behind on) over whatever the
+// pool holds, one Seq up, unless the pool holds t already or this Auth moved on from t.
 func (a *Auth) offer(t tokens) {
-	ctx, cancel := a.storeCtx()
-	value, rev, err := a.cfg.Coordinator.Get(ctx, a.key)
-	cancel()
-	if err != nil {
-		return
+	for range 3 {
+		if a.skipStore() {
+			return
+		}
+		ctx, cancel := a.storeCtx()
+		value, rev, err := a.cfg.Coordinator.Get(ctx, a.key)
+		cancel()
+		if err != nil {
+			a.storeFailed(err)
+			return
+		}
+		a.storeUp()
+		sl, ok := a.decode(value, rev)
+		a.mu.Lock()
+		stale := !a.tok.same(t) || (ok && sl.Tokens.same(t))
+		seq := a.lin.next(sl.Seq)
+		a.mu.Unlock()
+		if stale {
+			return
+		}
+		ctx, cancel = a.storeCtx()
+		_, done, err := a.cfg.Coordinator.Put(ctx, a.key, a.seal.seal(a.key, sharedLogin{V: shareVersion, Tokens: &t, Seq: seq}), rev)
+		cancel()
+		if err != nil {
+			a.storeFailed(err)
+			return
+		}
+		if done {
+			a.mu.Lock()
+			a.lin.saw(seq)
+			a.mu.Unlock()
+			a.log.Info("codex: offered this worker's login to the pool")
+			return
+		}
 	}
-	sl, _ := a.decode(value)
-	if sl.Claim != nil || (sl.Tokens != nil && !t.newerThan(*sl.Tokens)) {
-		return
-	}
-	ctx, cancel = a.storeCtx()
-	_, _, _ = a.cfg.Coordinator.Put(ctx, a.key, a.seal.seal(a.key, sharedLogin{V: 1, Tokens: &t}), rev)
-	cancel()
 }
 
 // watch follows the login's key until Close, restarting a failed watch with backoff.
@@ -233,16 +333,17 @@ func (a *Auth) watch() {
 	defer a.wg.Done()
 	wait := time.Second
 	for {
-		err := a.cfg.Coordinator.Watch(a.ctx, a.key, func(value []byte, _ uint64) {
+		err := a.cfg.Coordinator.Watch(a.ctx, a.key, func(value []byte, rev uint64) {
 			wait = time.Second
-			if sl, ok := a.decode(value); ok {
+			a.storeUp()
+			if sl, ok := a.decode(value, rev); ok {
 				a.learn(sl, "pool")
 			}
 		})
 		if a.ctx.Err() != nil {
 			return
 		}
-		a.log.Warn("codex: watching the pool's credential store failed; retrying", "error", err, "retry_in", wait)
+		a.storeFailed(err)
 		t := time.NewTimer(wait)
 		select {
 		case <-a.ctx.Done():

@@ -39,20 +39,6 @@ func (t tokens) same(u tokens) bool {
 // expiry is the access token's exp (zero when it is not a JWT or has none).
 func (t tokens) expiry() time.Time { return parseClaims(t.AccessToken).expiry() }
 
-// newerThan reports whether t is a later state of a login than u: its access token expires later
-// or, at the same expiry, it was refreshed later. Refreshes only ever move the expiry forward, so
-// this orders the states of one login without a shared clock; a fresh `codex login` is newer too.
-func (t tokens) newerThan(u tokens) bool {
-	if t.same(u) {
-		return false
-	}
-	te, ue := t.expiry(), u.expiry()
-	if !te.Equal(ue) {
-		return te.After(ue)
-	}
-	return t.LastRefresh.After(u.LastRefresh)
-}
-
 // secrets lists what must never be shown: every token and the key.
 func (t tokens) secrets() []string {
 	return []string{t.APIKey, t.IDToken, t.AccessToken, t.RefreshToken}

@@ -1,16 +1,9 @@
 package codex
 
 import (
-	"bytes"
 	"context"
-	"crypto/aes"
-	"crypto/cipher"
-	"crypto/rand"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
-	"errors"
 	"time"
 )
 
@@ -22,9 +15,10 @@ import (
 // bucket.
 //
 // Keys are hashes of the login's identity (the token's subject and the ChatGPT account id): they
-// name no account and reveal no token. Values are opaque to the Coordinator; with
-// AuthConfig.ShareKey set they are encrypted and authenticated (AES-256-GCM), so that whoever can
-// read or write the store without the key can neither read the tokens nor plant others.
+// name no account and reveal no token. Values are opaque to the Coordinator: they are always
+// sealed under the pool key (AuthConfig.ShareKey; see seal.go), so that whoever can read or
+// write the store without the key can neither read the tokens nor plant others. An Auth without
+// a pool key does not use its Coordinator.
 type Coordinator interface {
 	// Get returns key's current value and revision: a nil value and revision 0 when there is none.
 	Get(ctx context.Context, key string) (value []byte, revision uint64, err error)
@@ -38,10 +32,18 @@ type Coordinator interface {
 	Watch(ctx context.Context, key string, update func(value []byte, revision uint64)) error
 }
 
-// sharedLogin is the value a Coordinator holds for a login.
+// shareVersion is sharedLogin.V; a value of another version is ignored.
+const shareVersion = 2
+
+// sharedLogin is the value a Coordinator holds for a login (sealed).
 type sharedLogin struct {
 	V      int     `json:"v"`
 	Tokens *tokens `json:"tokens,omitempty"`
+	// Seq numbers the token sets of the login in the pool: a writer of new tokens writes one
+	// more than the highest it has seen (in the store or before), a claim or a refusal keeps
+	// it. A reader adopts only a Seq above the highest it has seen, so a stale read (a replica
+	// behind, a slow Get) never takes a worker back to spent tokens. See Auth.learn.
+	Seq uint64 `json:"seq"`
 	// Claim is set while a worker refreshes the login; nobody else may.
 	Claim *shareClaim `json:"claim,omitempty"`
 	// Refused is the token endpoint's code when it refused Tokens.RefreshToken for good: the
@@ -70,65 +72,4 @@ func loginKey(t tokens) string {
 	}
 	sum := sha256.Sum256([]byte("codexpool login\x00" + c.Sub + "\x00" + acct))
 	return "login_" + hex.EncodeToString(sum[:16])
-}
-
-// sealPrefix marks a sealed value: "cxp1." then base64(nonce || AES-256-GCM ciphertext).
-const sealPrefix = "cxp1."
-
-var (
-	errSealed   = errors.New("codex: the shared login is encrypted and no credentials key is set (CODEXPOOL_CREDENTIALS_KEY)")
-	errUnsealed = errors.New("codex: the shared login is not encrypted but a credentials key is set: ignored, as anyone able to write the store could have planted it")
-	errBadSeal  = errors.New("codex: the shared login does not open with this credentials key (another CODEXPOOL_CREDENTIALS_KEY?)")
-)
-
-// sealer encrypts and authenticates shared values. A nil *sealer passes plaintext JSON.
-type sealer struct{ aead cipher.AEAD }
-
-// newSealer derives an AES-256-GCM key from secret; "" gives a nil sealer (plaintext).
-func newSealer(secret string) *sealer {
-	if secret == "" {
-		return nil
-	}
-	k := sha256.Sum256([]byte("codexpool credentials v1\x00" + secret))
-	block, _ := aes.NewCipher(k[:]) // a 32-byte key never fails
-	aead, _ := cipher.NewGCM(block)
-	return &sealer{aead: aead}
-}
-
-// seal encodes v for key (the key is authenticated too, so a value cannot be moved to another
-// login's key).
-func (s *sealer) seal(key string, v sharedLogin) []byte {
-	plain, _ := json.Marshal(v)
-	if s == nil {
-		return plain
-	}
-	nonce := make([]byte, s.aead.NonceSize())
-	_, _ = rand.Read(nonce)
-	ct := s.aead.Seal(nonce, nonce, plain, []byte(key))
-	return append([]byte(sealPrefix), base64.RawStdEncoding.EncodeToString(ct)...)
-}
-
-// open decodes a value sealed for key.
-func (s *sealer) open(key string, data []byte) (sharedLogin, error) {
-	var v sharedLogin
-	sealed := bytes.HasPrefix(data, []byte(sealPrefix))
-	switch {
-	case s == nil && sealed:
-		return v, errSealed
-	case s != nil && !sealed:
-		return v, errUnsealed
-	case s != nil:
-		ct, err := base64.RawStdEncoding.DecodeString(string(data[len(sealPrefix):]))
-		if err != nil || len(ct) < s.aead.NonceSize() {
-			return v, errBadSeal
-		}
-		n := s.aead.NonceSize()
-		if data, err = s.aead.Open(nil, ct[:n], ct[n:], []byte(key)); err != nil {
-			return v, errBadSeal
-		}
-	}
-	if err := json.Unmarshal(data, &v); err != nil {
-		return sharedLogin{}, errors.New("codex: the shared login is not JSON")
-	}
-	return v, nil
 }

@@ -2,7 +2,8 @@
 //
 // Call [ResolveCredentials] first (token and account id from the environment, else the Codex CLI's
 // auth.json); for a login file, [OpenAuth] keeps it valid for as long as the process runs
-// (re-reads, refreshes, sharing through a [Coordinator]) and goes in [Config].Credentials. Then
+// (re-reads, refreshes, sharing through a [Coordinator], sealed under a pool key: see
+// [LoadKeyFile]; without a key nothing is shared) and goes in [Config].Credentials. Then
 // [New] with a [Config], then [Client.Generate] once per generation, from as many goroutines as
 // you like. [Client.Close] ends the pool when you are done, then [Auth.Close].
 //
