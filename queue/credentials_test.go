@@ -176,7 +176,7 @@ func TestCredentialStoreHoldsOnlySealedLogins(t *testing.T) {
 	}
 	sim := codextest.NewServer(codextest.Options{Accounts: []codextest.Account{{Name: "alice", AccountID: "acct-alice-0123456789"}}})
 	defer sim.Close()
-	l, err := sim.NewLogin("alice")
+	l, err := sim.Logins.Issue("alice")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -140,9 +141,19 @@ func (c PoolConfig) dial(getenv func(string) string, name, url string) (*nats.Co
 	}
 	nc, err := nats.Connect(url, append(opts, nats.Name(name), nats.Timeout(5*time.Second))...)
 	if err != nil {
-		return nil, fmt.Errorf("connect to NATS at %s: %w", queue.RedactURL(url), err)
+		return nil, fmt.Errorf("connect to NATS at %s: %w%s", queue.RedactURL(url), err, c.authHint(getenv, err))
 	}
 	return nc, nil
+}
+
+// authHint says how to get in when a server refused a client that had no credential of its own:
+// most likely a worker's embedded server, which admits its user's commands only.
+func (c PoolConfig) authHint(getenv func(string) string, err error) string {
+	if !errors.Is(err, nats.ErrAuthorization) || c.security().Kind() != "none" {
+		return ""
+	}
+	return fmt.Sprintf(" (a worker's embedded server admits only clients with the credential in %s: run as the same user with the same XDG_STATE_HOME, or set CODEXPOOL_NATS_USER=%s and CODEXPOOL_NATS_PASSWORD to its content)",
+		localAuthPath(getenv), queue.LocalUser)
 }
 
 // natsOptions are the connection options for the servers at url: the settings' authentication and

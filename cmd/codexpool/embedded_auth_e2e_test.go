@@ -71,6 +71,12 @@ func TestE2EEmbeddedRequiresAuth(t *testing.T) {
 	if got, want := strings.TrimSpace(run("ask", "Say", "hello")), codextest.Answer("Say hello", 4); got != want {
 		t.Errorf("ask printed %q, want %q", got, want)
 	}
+	// Another user (another state directory) is refused, and told why.
+	other := exec.Command(binPath, "ask", "--nats", url, "Say hello")
+	other.Env = []string{"HOME=" + t.TempDir(), "XDG_STATE_HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH")}
+	if out, err := other.CombinedOutput(); err == nil || !strings.Contains(string(out), "embedded server admits only clients with the credential") {
+		t.Errorf("ask without the credential: %v\n%s\nwant a refusal that says where the credential is", err, out)
+	}
 	in := filepath.Join(t.TempDir(), "in.jsonl")
 	if err := os.WriteFile(in, []byte(`{"input":"one"}`+"\n"+`{"input":"two"}`+"\n"), 0o600); err != nil {
 		t.Fatal(err)

@@ -111,7 +111,7 @@ func TestAuthFreshLoginBeatsAFarFutureExp(t *testing.T) {
 		return mustCreds(t, a1).Token == planted.AccessToken && mustCreds(t, a2).Token == planted.AccessToken
 	})
 
-	fresh, err := srv.NewLogin(alice) // `codex login` on machine one
+	fresh, err := srv.Logins.Issue(alice) // `codex login` on machine one
 	if err != nil {
 		t.Fatal(err)
 	}
