@@ -76,8 +76,8 @@ func (w *Worker) AccountStats() []AccountStats {
 	for i, a := range r.accounts {
 		av := a.lim.available(now)
 		out[i] = AccountStats{Name: a.name, Windows: a.lim.usage(now), MaxUsedPercent: a.lim.ceiling,
-			Inflight: a.lim.inflight, LastCall: av.lastCall && r.enforce}
-		if av.cooling && r.enforce {
+			Inflight: a.lim.inflight, LastCall: av.lastCall}
+		if av.cooling {
 			out[i].CoolingDown, out[i].CooldownUntil, out[i].Reason = true, av.until, a.lim.coolWhy
 		}
 	}
