@@ -132,7 +132,13 @@ func runWorker(ctx context.Context, e env, args []string) error {
 	defer w.Close()
 
 	qcfg := cfg.queue()
-	qcfg.Logger, qcfg.StatsData = log, w.StatsData
+	qcfg.Logger = log
+	qcfg.StatsData = func(st queue.Stats) any {
+		return struct {
+			queue.Stats
+			worker.StatsData
+		}{st, w.StatsData()}
+	}
 	if qcfg.Jobs, err = jobsFor(ctx, cfg, nc, log); err != nil {
 		return err
 	}
