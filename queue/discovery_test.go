@@ -14,9 +14,14 @@ import (
 func TestMicroDiscovery(t *testing.T) {
 	ns := startServer(t)
 	s := newService(t, ns, Config{
-		WorkerID:  "w-disc",
-		Version:   "1.2.3",
-		StatsData: func() map[string]any { return map[string]any{"gate": map[string]any{"spacing_ms": 7}} },
+		WorkerID: "w-disc",
+		Version:  "1.2.3",
+		StatsData: func(st Stats) any {
+			return struct {
+				Stats
+				Gate map[string]any `json:"gate"`
+			}{st, map[string]any{"spacing_ms": 7}}
+		},
 	}, instant)
 	nc := connect(t, ns)
 

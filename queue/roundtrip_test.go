@@ -100,7 +100,12 @@ func startPool(b *testing.B) (*nats.Conn, string) {
 		b.Fatal(err)
 	}
 	b.Cleanup(wc.Close)
-	svc, err := queue.NewService(wc, queue.Config{WorkerID: w.ID(), StatsData: w.StatsData}, w)
+	svc, err := queue.NewService(wc, queue.Config{WorkerID: w.ID(), StatsData: func(st queue.Stats) any {
+		return struct {
+			queue.Stats
+			worker.StatsData
+		}{st, w.StatsData()}
+	}}, w)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package queue
 
 import (
-	"encoding/json"
 	"maps"
 	"sync"
 	"sync/atomic"
@@ -84,24 +83,11 @@ func (s *Service) Stats() Stats {
 	return st
 }
 
-// statsData is the endpoint data of micro's STATS: Stats plus Config.StatsData's fields.
+// statsData is the endpoint data of micro's STATS: Config.StatsData of the Stats, else the Stats.
 func (s *Service) statsData() any {
 	st := s.Stats()
 	if s.cfg.StatsData == nil {
 		return st
 	}
-	b, err := json.Marshal(st)
-	if err != nil {
-		return st
-	}
-	out := map[string]any{}
-	if err := json.Unmarshal(b, &out); err != nil {
-		return st
-	}
-	for k, v := range s.cfg.StatsData() {
-		if _, taken := out[k]; !taken {
-			out[k] = v
-		}
-	}
-	return out
+	return s.cfg.StatsData(st)
 }

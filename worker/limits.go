@@ -32,8 +32,11 @@ import (
 //     completed since the last report and no step is known yet to project them by (a window's
 //     first completions): a burst that met a fresh account with a budget of a few generations
 //     may have spent it already, and the next start's report tells.
+//   - A record-only state (the one-account shortcut, see policy) keeps the reports and the
+//     projection, but never cools down and is never on its last call.
 type limitState struct {
-	ceiling float64 // percent, (0, 100]
+	ceiling    float64 // percent, (0, 100]
+	recordOnly bool    // reports and refusals are recorded, never enforced
 
 	windows map[windowKey]*usageWindow
 	steps   map[windowKey]float64 // percent per completion, remembered across periods
@@ -114,7 +117,7 @@ func (s *limitState) refuse(code, why string, retryAfter time.Duration, now time
 
 // coolDown extends the cooldown to until; an earlier until changes nothing.
 func (s *limitState) coolDown(until time.Time, code, why string) {
-	if until.After(s.coolUntil) {
+	if until.After(s.coolUntil) && !s.recordOnly {
 		s.coolUntil, s.coolCode, s.coolWhy = until, code, why
 	}
 }
@@ -166,6 +169,7 @@ func (s *limitState) available(now time.Time) availability {
 		}
 		a.headroom = min(a.headroom, max(0, (s.ceiling-projected)/s.ceiling))
 	}
+	a.lastCall = a.lastCall && !s.recordOnly
 	return a
 }
 

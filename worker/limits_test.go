@@ -179,3 +179,44 @@ func TestLastCallWhileTheStepIsUnknown(t *testing.T) {
 		t.Fatalf("10%% used, 10%% a generation, 3 running: got %+v, want not the last call", av)
 	}
 }
+
+// TestRecordOnly: the one-account shortcut's limit state (record-only) keeps the reports and
+// their projection, but neither a report at the ceiling, nor a refusal, nor a projection at the
+// ceiling keeps a generation away; the same steps on an enforcing state do.
+func TestRecordOnly(t *testing.T) {
+	tests := []struct {
+		name     string
+		steps    func(s *limitState)
+		used     float64 // the window's used percent the state keeps
+		headroom float64 // what routing sees of it
+	}{
+		{"exhausted report", func(s *limitState) { s.observe(report(100, t0.Add(time.Hour)), t0, time.Minute) }, 100, 0},
+		{"refusal", func(s *limitState) {
+			s.observe(report(10, t0.Add(time.Hour)), t0, time.Minute)
+			s.refuse("usage_limit_reached", "limit", time.Hour, t0, time.Minute)
+		}, 10, 0.9},
+		{"last call", func(s *limitState) {
+			s.observe(report(40, t0.Add(time.Hour)), t0, time.Minute)
+			s.started()
+			s.finished(true)
+			s.observe(report(90, t0.Add(time.Hour)), t0, time.Minute) // a step of 50: the next reaches 100
+		}, 90, 0.1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec, enf := newLimitState(100), newLimitState(100)
+			rec.recordOnly = true
+			tt.steps(rec)
+			tt.steps(enf)
+			if av := rec.available(t0.Add(time.Second)); av.cooling || av.lastCall || math.Abs(av.headroom-tt.headroom) > epsilon {
+				t.Errorf("record-only: got %+v, want usable, not on its last call, headroom %v", av, tt.headroom)
+			}
+			if u := rec.usage(t0.Add(time.Second)); len(u) != 1 || u[0].UsedPercent != tt.used {
+				t.Errorf("record-only usage: got %+v, want one window at %v%%", u, tt.used)
+			}
+			if av := enf.available(t0.Add(time.Second)); !av.cooling && !av.lastCall {
+				t.Errorf("enforcing: got %+v, want cooling or on its last call", av)
+			}
+		})
+	}
+}

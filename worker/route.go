@@ -32,12 +32,10 @@ type account struct {
 	moved, cooldowns, fasts atomic.Int64 // moved to another account; cooldowns begun; fast answers naming it
 }
 
-// router picks the account for each generation. Safe for concurrent use.
+// router picks the account for each generation. Safe for concurrent use. It knows no account
+// mode: what keeps a generation from an account is the account's limitState (record-only with
+// the one-account shortcut, whose requests all go upstream as they always did).
 type router struct {
-	// enforce is true for Config.Accounts: cooldowns keep requests away and refused requests
-	// move. The one-account shortcut only records the reports, and every request goes upstream as
-	// it always did.
-	enforce  bool
 	cooldown time.Duration
 
 	mu       sync.Mutex
@@ -118,8 +116,8 @@ func startLimit(s gate.Snapshot) int {
 }
 
 // holding reports whether generations wait in the worker for an account to free up, rather than
-// in one account's gate: only with several accounts under Config.Accounts.
-func (r *router) holding() bool { return r.enforce && len(r.accounts) > 1 }
+// in one account's gate: only with several accounts (the one-account shortcut has one).
+func (r *router) holding() bool { return len(r.accounts) > 1 }
 
 // pick chooses the account for a generation with prompt cache key (may be empty) at now, leaving
 // out the accounts in tried, and counts the generation as started on it (release it with
@@ -153,9 +151,6 @@ func (r *router) pick(now time.Time, key string, tried []*account) (a *account, 
 			continue
 		}
 		av := a.lim.available(now)
-		if !r.enforce {
-			av = availability{headroom: av.headroom}
-		}
 		if av.cooling {
 			if first == nil || av.until.Before(first.lim.coolUntil) {
 				first = a
@@ -250,9 +245,6 @@ func (r *router) started(a *account) {
 // usable reports whether a takes a generation at now: not cooling down, and not on its last
 // call with one already running.
 func (r *router) usable(a *account, now time.Time) bool {
-	if !r.enforce {
-		return true
-	}
 	av := a.lim.available(now)
 	return !av.cooling && !(av.lastCall && a.lim.inflight > 0)
 }
@@ -293,15 +285,12 @@ func (r *router) finish(a *account, key string, completed bool) {
 	r.wakeLocked()
 }
 
-// refuse records that the origin refused a: it cools down (with Config.Accounts) until the
-// refusal's retry time or for the fallback cooldown. It reports whether a cooldown began or grew,
+// refuse records that the origin refused a: it cools down (unless its limits are record-only)
+// until the refusal's retry time or for the fallback cooldown. It reports whether a cooldown began or grew,
 // and until when.
 func (r *router) refuse(a *account, code, why string, retryAfter time.Duration, now time.Time) (bool, time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !r.enforce {
-		return false, time.Time{}
-	}
 	before := a.lim.coolUntil
 	a.lim.refuse(code, why, retryAfter, now, r.cooldown)
 	if a.lim.coolUntil.After(before) {
@@ -317,11 +306,6 @@ func (r *router) observe(a *account, l codex.Limits, now time.Time) (bool, time.
 	defer r.mu.Unlock()
 	before := a.lim.coolUntil
 	a.lim.observe(l, now, r.cooldown)
-	if !r.enforce {
-		// The shortcut keeps no cooldown: its requests go upstream whatever the reports say.
-		a.lim.coolUntil, a.lim.coolCode, a.lim.coolWhy = time.Time{}, "", ""
-		return false, time.Time{}, ""
-	}
 	if a.lim.coolUntil.After(before) {
 		a.cooldowns.Add(1)
 		return true, a.lim.coolUntil, a.lim.coolWhy
@@ -335,7 +319,7 @@ func (r *router) earliest(now time.Time) (time.Time, bool) {
 	defer r.mu.Unlock()
 	var t time.Time
 	for _, a := range r.accounts {
-		if !r.enforce || !now.Before(a.lim.coolUntil) {
+		if !now.Before(a.lim.coolUntil) {
 			return time.Time{}, false
 		}
 		if t.IsZero() || a.lim.coolUntil.Before(t) {

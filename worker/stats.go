@@ -76,8 +76,8 @@ func (w *Worker) AccountStats() []AccountStats {
 	for i, a := range r.accounts {
 		av := a.lim.available(now)
 		out[i] = AccountStats{Name: a.name, Windows: a.lim.usage(now), MaxUsedPercent: a.lim.ceiling,
-			Inflight: a.lim.inflight, LastCall: av.lastCall && r.enforce}
-		if av.cooling && r.enforce {
+			Inflight: a.lim.inflight, LastCall: av.lastCall}
+		if av.cooling {
 			out[i].CoolingDown, out[i].CooldownUntil, out[i].Reason = true, av.until, a.lim.coolWhy
 		}
 	}
@@ -92,46 +92,109 @@ func (w *Worker) AccountStats() []AccountStats {
 	return out
 }
 
-// StatsData returns the worker's gate and upstream state for the service's stats: "gate" and
-// "upstream" over all accounts (see GateSnapshot and UpstreamStats) and "accounts", one entry per
-// account with its usage windows, cooldown, counters, gate and upstream counters.
-func (w *Worker) StatsData() map[string]any {
-	accts := w.AccountStats()
-	list := make([]map[string]any, len(accts))
-	for i, s := range accts {
-		m := map[string]any{
-			"name": s.Name, "cooling_down": s.CoolingDown, "last_call": s.LastCall,
-			"max_used_percent": s.MaxUsedPercent, "inflight": s.Inflight,
-			"requests": s.Requests, "completed": s.Completed, "limited": s.Limited,
-			"unauthorized": s.Unauthorized, "moved": s.Moved, "cooldowns": s.Cooldowns,
-			"answered_cooling": s.Answered, "gate": gateData(s.Gate), "upstream": s.Upstream,
-		}
-		if len(s.Windows) > 0 {
-			m["windows"] = s.Windows
-		}
-		if s.CoolingDown {
-			m["cooldown_until"] = s.CooldownUntil
-			m["cooldown_left_ms"] = s.CooldownLeft(time.Now()).Milliseconds()
-			m["cooldown_reason"] = s.Reason
-		}
-		list[i] = m
-	}
-	return map[string]any{
-		"gate":     gateData(w.GateSnapshot()),
-		"upstream": w.UpstreamStats(),
-		"accounts": list,
-	}
+// StatsData is the worker's part of the service's stats: the fields next to queue.Stats in the
+// endpoint data of `nats micro stats` (README's "discovery and live stats"). Its JSON field names
+// are part of the contract.
+type StatsData struct {
+	Gate     GateData      `json:"gate"`     // over all accounts (see GateSnapshot)
+	Upstream codex.Stats   `json:"upstream"` // over all accounts (see UpstreamStats)
+	Accounts []AccountData `json:"accounts"` // in configuration order
 }
 
-func gateData(s gate.Snapshot) map[string]any {
-	return map[string]any{
-		"mode": s.Mode, "spacing_ms": s.Spacing.Milliseconds(), "streak": s.Streak,
-		"rejections": s.Rejections, "starts": s.Starts, "waited_ms": s.Waited.Milliseconds(),
-		"successes": s.Successes, "failures": s.Failures,
-		"window": s.Window, "in_flight": s.InFlight, "queued": s.Queued,
-		"closed": s.Closed, "epoch": s.Epoch, "peers": s.Peers, "fleet_accepted_per_s": s.FleetAccepted,
-		"signals": map[string]int64{"applied": s.SignalsApplied, "invalid": s.SignalsInvalid,
-			"stale": s.SignalsStale, "flooded": s.SignalsFlooded, "unknown": s.SignalsUnknown},
+// AccountData is one account in StatsData: its usage windows, cooldown, counters (see
+// AccountStats), gate and upstream counters.
+type AccountData struct {
+	Name        string        `json:"name"`
+	Windows     []WindowUsage `json:"windows,omitempty"`
+	CoolingDown bool          `json:"cooling_down"`
+	*Cooldown                 // only while cooling down
+
+	LastCall       bool    `json:"last_call"`
+	MaxUsedPercent float64 `json:"max_used_percent"`
+	Inflight       int     `json:"inflight"`
+	Requests       int64   `json:"requests"`
+	Completed      int64   `json:"completed"`
+	Limited        int64   `json:"limited"`
+	Unauthorized   int64   `json:"unauthorized"`
+	Moved          int64   `json:"moved"`
+	Cooldowns      int64   `json:"cooldowns"`
+	Answered       int64   `json:"answered_cooling"`
+
+	Gate     GateData    `json:"gate"`
+	Upstream codex.Stats `json:"upstream"`
+}
+
+// Cooldown is the cooldown of an account in AccountData.
+type Cooldown struct {
+	Until  time.Time `json:"cooldown_until"`
+	LeftMS int64     `json:"cooldown_left_ms"` // after the stats were taken
+	Reason string    `json:"cooldown_reason"`  // never a secret
+}
+
+// GateData is a gate.Snapshot as the stats show it, durations in milliseconds.
+type GateData struct {
+	Mode          gate.Mode   `json:"mode"`
+	SpacingMS     int64       `json:"spacing_ms"`
+	Streak        int         `json:"streak"`
+	Rejections    int64       `json:"rejections"`
+	Starts        int64       `json:"starts"`
+	WaitedMS      int64       `json:"waited_ms"`
+	Successes     int64       `json:"successes"`
+	Failures      int64       `json:"failures"`
+	Window        int         `json:"window"`
+	InFlight      int         `json:"in_flight"`
+	Queued        int         `json:"queued"`
+	Closed        bool        `json:"closed"`
+	Epoch         uint64      `json:"epoch"`
+	Peers         int         `json:"peers"`
+	FleetAccepted float64     `json:"fleet_accepted_per_s"`
+	Signals       GateSignals `json:"signals"`
+}
+
+// GateSignals counts the peers' gate-state messages by fate.
+type GateSignals struct {
+	Applied int64 `json:"applied"`
+	Invalid int64 `json:"invalid"`
+	Stale   int64 `json:"stale"`
+	Flooded int64 `json:"flooded"`
+	Unknown int64 `json:"unknown"`
+}
+
+// StatsData returns the worker's gate and upstream state for the service's stats: gate and
+// upstream over all accounts, and every account's state.
+func (w *Worker) StatsData() StatsData {
+	accts := w.AccountStats()
+	now := time.Now()
+	out := StatsData{Gate: gateData(w.GateSnapshot()), Upstream: w.UpstreamStats(), Accounts: make([]AccountData, len(accts))}
+	for i, s := range accts {
+		out.Accounts[i] = accountData(s, now)
+	}
+	return out
+}
+
+func accountData(s AccountStats, now time.Time) AccountData {
+	d := AccountData{
+		Name: s.Name, Windows: s.Windows, CoolingDown: s.CoolingDown, LastCall: s.LastCall,
+		MaxUsedPercent: s.MaxUsedPercent, Inflight: s.Inflight,
+		Requests: s.Requests, Completed: s.Completed, Limited: s.Limited, Unauthorized: s.Unauthorized,
+		Moved: s.Moved, Cooldowns: s.Cooldowns, Answered: s.Answered,
+		Gate: gateData(s.Gate), Upstream: s.Upstream,
+	}
+	if s.CoolingDown {
+		d.Cooldown = &Cooldown{Until: s.CooldownUntil, LeftMS: s.CooldownLeft(now).Milliseconds(), Reason: s.Reason}
+	}
+	return d
+}
+
+func gateData(s gate.Snapshot) GateData {
+	return GateData{
+		Mode: s.Mode, SpacingMS: s.Spacing.Milliseconds(), Streak: s.Streak,
+		Rejections: s.Rejections, Starts: s.Starts, WaitedMS: s.Waited.Milliseconds(),
+		Successes: s.Successes, Failures: s.Failures,
+		Window: s.Window, InFlight: s.InFlight, Queued: s.Queued,
+		Closed: s.Closed, Epoch: s.Epoch, Peers: s.Peers, FleetAccepted: s.FleetAccepted,
+		Signals: GateSignals{Applied: s.SignalsApplied, Invalid: s.SignalsInvalid,
+			Stale: s.SignalsStale, Flooded: s.SignalsFlooded, Unknown: s.SignalsUnknown},
 	}
 }
 

@@ -33,6 +33,7 @@ type Worker struct {
 	router *router
 	obs    Observer
 	coord  codex.Coordinator // shares logins between workers; nil = each worker on its own
+	policy policy            // accountsPolicy with Config.Accounts, else shortcutPolicy
 
 	// lastSpacing is the gate spacing (ns) the last debug gate line reported per account, to log
 	// changes.
@@ -103,39 +104,45 @@ func New(cfg Config, opts Options) (*Worker, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	named := len(cfg.Accounts) > 0
-	accts := cfg.Accounts
-	if !named {
-		accts = []Account{{Name: DefaultAccountName, Token: cfg.Token, AccountID: cfg.AccountID, AuthFile: cfg.AuthFile}}
+	p, accts := accountsPolicy, cfg.Accounts
+	if len(accts) == 0 {
+		p, accts = shortcutPolicy, []Account{{Name: DefaultAccountName, Token: cfg.Token, AccountID: cfg.AccountID, AuthFile: cfg.AuthFile}}
 	}
-	w := &Worker{cfg: cfg, id: cfg.ID, log: log, obs: opts.Observer, coord: opts.Coordinator, lastSpacing: make([]atomic.Int64, len(accts)),
-		router: &router{enforce: named, cooldown: cfg.Cooldown, affinity: newAffinity(cfg.AffinityKeys)}}
+	w := &Worker{cfg: cfg, id: cfg.ID, log: log, obs: opts.Observer, coord: opts.Coordinator, policy: p,
+		lastSpacing: make([]atomic.Int64, len(accts)),
+		router:      &router{cooldown: cfg.Cooldown, affinity: newAffinity(cfg.AffinityKeys)}}
 	for i, ac := range accts {
 		a, err := w.newAccount(i, ac, opts.Version)
 		if err != nil {
 			_ = w.Close()
-			if !named {
+			if !p.name {
 				return nil, fmt.Errorf("worker: %w", err)
 			}
 			return nil, fmt.Errorf("worker: account %q: %w", ac.Name, err)
 		}
 		w.router.accounts = append(w.router.accounts, a)
 	}
-	first := w.router.accounts[0]
-	if !named {
-		log.Info("worker ready", "worker", cfg.ID, "origin", cfg.URL, "credentials", first.source,
+	w.logReady()
+	return w, nil
+}
+
+// logReady writes the lines of a worker that is ready: one per account when the policy names
+// accounts, then the worker's own.
+func (w *Worker) logReady() {
+	first, cfg := w.router.accounts[0], w.cfg
+	if !w.policy.name {
+		w.log.Info("worker ready", "worker", cfg.ID, "origin", cfg.URL, "credentials", first.source,
 			"gate", first.gate.Snapshot().Mode, "floor", cfg.Gate.Floor, "reuse", !cfg.NoReuse, "model", cfg.Model)
-		return w, nil
+		return
 	}
 	names := make([]string, len(w.router.accounts))
 	for i, a := range w.router.accounts {
 		names[i] = a.name
-		log.Info("account ready", "worker", cfg.ID, "account", a.name, "credentials", a.source,
+		w.log.Info("account ready", "worker", cfg.ID, "account", a.name, "credentials", a.source,
 			"identity", a.identity, "max_used_percent", a.lim.ceiling)
 	}
-	log.Info("worker ready", "worker", cfg.ID, "origin", cfg.URL, "accounts", names,
+	w.log.Info("worker ready", "worker", cfg.ID, "origin", cfg.URL, "accounts", names,
 		"gate", first.gate.Snapshot().Mode, "floor", cfg.Gate.Floor, "reuse", !cfg.NoReuse, "model", cfg.Model)
-	return w, nil
 }
 
 // newAccount resolves ac's credentials and makes its gate, limit state and Codex client.
@@ -150,6 +157,7 @@ func (w *Worker) newAccount(i int, ac Account, version string) (*account, error)
 	}
 	a := &account{index: i, name: ac.Name, identity: identity(creds), source: source,
 		gate: gate.New(w.cfg.Gate), lim: newLimitState(ac.MaxUsedPercent)}
+	a.lim.recordOnly = !w.policy.enforce
 	var src codex.TokenSource
 	if creds.Source != "env" && ac.Token == "" { // a login file: kept fresh for as long as the worker runs
 		a.auth, err = codex.OpenAuth(codex.AuthConfig{
@@ -218,12 +226,12 @@ func checkAccounts(accts []Account) error {
 	return nil
 }
 
-// onLimits records a usage report of a's origin and logs a cooldown it begins (with
-// Config.Accounts: the shortcut's logs stay as they were before accounts).
+// onLimits records a usage report of a's origin and logs a cooldown it begins (the usage itself
+// when the policy names accounts: the shortcut's logs stay as they were before accounts).
 func (w *Worker) onLimits(a *account, l codex.Limits) {
 	now := time.Now()
 	grew, until, why := w.router.observe(a, l, now)
-	if w.router.enforce && w.log.Enabled(context.Background(), slog.LevelDebug) {
+	if w.policy.name && w.log.Enabled(context.Background(), slog.LevelDebug) {
 		for _, win := range l.Windows {
 			w.log.Debug("account usage", "account", a.name, "limit", win.Limit, "window_minutes", win.Minutes,
 				"used_percent", win.UsedPercent, "reset_at", win.ResetAt)
@@ -237,137 +245,6 @@ func (w *Worker) onLimits(a *account, l codex.Limits) {
 
 // ID returns the worker's id.
 func (w *Worker) ID() string { return w.id }
-
-// Generate runs one generation. With emit nil it returns the one-shot reply payload (the
-// response object with output_text); otherwise it passes every upstream event to emit, in
-// order, and returns a nil payload. Errors are *schemas.Error or ctx.Err().
-//
-// With Config.Accounts, Generate picks the account (see the README's "Accounts": not cooling
-// down, the prompt_cache_key's last account, the soonest start, the most headroom). A
-// generation the origin refuses for the account's limits (429) or credentials (401) before any
-// other event arrived moves to the next account, invisibly to the caller; the refused account
-// cools down. When every account is cooling down, Generate answers at once, without upstream
-// traffic, with 429 upstream_rate_limited (401 when credentials were the reason) whose RetryAfter
-// is when the first account is usable again (at least 1 s) and whose Account names it. Errors
-// from the origin name the account that answered.
-func (w *Worker) Generate(ctx context.Context, req *schemas.Request, emit func(event []byte) error) ([]byte, error) {
-	start := time.Now()
-	frame, err := req.Upstream(w.cfg.Model)
-	if err != nil {
-		return nil, schemas.Errorf(schemas.CodeInvalidRequest, "%v", err)
-	}
-	key := req.PromptCacheKey()
-	var (
-		firstEvent time.Duration
-		tried      []*account
-		a          *account
-		total      codex.Result // summed over the accounts tried
-		res        *codex.Result
-		held       []byte // a leading error event, held back while the request may still move
-		started    bool   // a generation reached an account's client
-	)
-	// codex calls onEvent on the generation's own goroutine, so these need no lock.
-	events, firstType := 0, ""
-	onEvent := func(ev codex.Event) error {
-		if firstEvent == 0 {
-			firstEvent = max(time.Since(start), time.Nanosecond)
-		}
-		events++
-		if events == 1 {
-			firstType = ev.Type
-			w.router.started(a)
-		}
-		if emit == nil {
-			return nil
-		}
-		if events == 1 && ev.Type == "error" && w.router.enforce {
-			held = ev.Data
-			return nil
-		}
-		return emit(ev.Data)
-	}
-	for {
-		next, hold, cerr := w.router.pick(time.Now(), key, tried)
-		if hold {
-			t := time.Now()
-			herr := w.router.hold(ctx)
-			total.GateWait += time.Since(t)
-			if herr != nil {
-				err = herr
-				break
-			}
-			continue
-		}
-		if next == nil {
-			err = w.noAccountLeft(err, cerr)
-			break
-		}
-		a = next
-		tried = append(tried, a)
-		events, firstType, held = 0, "", nil
-		res, err = a.codex.Generate(ctx, frame, onEvent)
-		if events == 0 {
-			w.router.started(a) // it never got that far
-		}
-		if res != nil {
-			started = true
-			total.Attempts += res.Attempts
-			total.GateWait += res.GateWait
-			total.Events, total.Reused, total.Retried = res.Events, res.Reused, total.Retried || res.Retried
-		}
-		w.router.finish(a, key, err == nil)
-		if err == nil {
-			a.completed.Add(1)
-			break
-		}
-		reason := w.refused(a, err)
-		onlyRefusal := events == 0 || (events == 1 && firstType == "error")
-		if reason == "" || !onlyRefusal || !w.router.enforce || ctx.Err() != nil {
-			break
-		}
-		a.moved.Add(1)
-		held = nil // the refusal stays invisible
-		w.log.LogAttrs(ctx, slog.LevelDebug, "account refused the request; moving on",
-			slog.String("request_id", req.ID), slog.String("account", a.name), slog.String("reason", reason),
-			slog.String("error", err.Error()))
-	}
-	if held != nil {
-		if eerr := emit(held); eerr != nil {
-			err = eerr
-		}
-	}
-	if e, ok := schemas.AsError(err); ok && a != nil && w.router.enforce && e.Account == "" {
-		cp := *e // errors may be shared (a closed origin's last 403 answers every waiting request)
-		cp.Account = a.name
-		err = &cp
-	}
-	var out []byte
-	if err == nil && emit == nil {
-		out, err = schemas.WithOutputText(res.Response)
-		if err != nil {
-			err = schemas.Errorf(schemas.CodeUpstreamError, "response.completed carried a bad response object: %v", err)
-		}
-	}
-	if started || total.GateWait > 0 {
-		res = &total
-	}
-	d := time.Since(start)
-	if w.obs != nil {
-		g := Generation{OK: err == nil, Duration: d, FirstEvent: firstEvent}
-		if a != nil {
-			g.Account = a.name
-		}
-		if res != nil && res.Attempts > 0 {
-			g.Dialed, g.GateWait = true, res.GateWait
-		}
-		w.obs.ObserveGeneration(g)
-	}
-	w.logResult(ctx, req, a, len(tried), res, err, d, firstEvent)
-	if a != nil {
-		w.logGate(ctx, req, a, res)
-	}
-	return out, err
-}
 
 // refused classifies err from account a: "limits" for a usage or rate limit, "credentials" for
 // a 401, "" for anything else. A refusal cools a down (with Config.Accounts).
@@ -425,11 +302,7 @@ func (w *Worker) logGate(ctx context.Context, req *schemas.Request, a *account, 
 	if !w.log.Enabled(ctx, slog.LevelDebug) {
 		return
 	}
-	s := a.gate.Snapshot()
-	var acct []slog.Attr
-	if w.router.enforce {
-		acct = []slog.Attr{slog.String("account", a.name)}
-	}
+	s, acct := a.gate.Snapshot(), w.policy.accountAttrs(a)
 	if res != nil && res.Attempts > 0 {
 		w.log.LogAttrs(ctx, slog.LevelDebug, "gate: permit", append([]slog.Attr{
 			slog.String("request_id", req.ID), slog.String("mode", string(s.Mode)),
@@ -453,13 +326,9 @@ func (w *Worker) logResult(ctx context.Context, req *schemas.Request, a *account
 		slog.String("request_id", req.ID), slog.String("worker", w.id), slog.Bool("stream", req.Stream),
 		slog.Duration("duration", d), slog.Duration("first_event", firstEvent),
 	}
-	if w.router.enforce {
-		if a != nil {
-			attrs = append(attrs, slog.String("account", a.name))
-		}
-		if tried > 1 {
-			attrs = append(attrs, slog.Int("accounts_tried", tried))
-		}
+	attrs = append(attrs, w.policy.accountAttrs(a)...)
+	if tried > 1 {
+		attrs = append(attrs, slog.Int("accounts_tried", tried))
 	}
 	if res != nil {
 		attrs = append(attrs, slog.Duration("gate_wait", res.GateWait), slog.Int("attempts", res.Attempts),

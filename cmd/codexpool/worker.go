@@ -295,7 +295,13 @@ func (m *workerMain) startWorker(ctx context.Context) (func(), error) {
 // connection, which ends the subscriptions.
 func (m *workerMain) startService(ctx context.Context) (func(), error) {
 	qcfg := m.cfg.queue()
-	qcfg.Logger, qcfg.StatsData = m.log, m.w.StatsData
+	qcfg.Logger = m.log
+	qcfg.StatsData = func(st queue.Stats) any {
+		return struct {
+			queue.Stats
+			worker.StatsData
+		}{st, m.w.StatsData()}
+	}
 	jc, err := jobsFor(ctx, m.cfg, m.nc, m.log)
 	if err != nil {
 		return nil, err

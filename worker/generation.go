@@ -1,0 +1,221 @@
+package worker
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/codexpool/codexpool/schemas"
+	"github.com/codexpool/codexpool/worker/codex"
+)
+
+// Generate runs one generation. With emit nil it returns the one-shot reply payload (the
+// response object with output_text); otherwise it passes every upstream event to emit, in
+// order, and returns a nil payload. Errors are *schemas.Error or ctx.Err().
+//
+// With Config.Accounts, Generate picks the account (see the README's "Accounts": not cooling
+// down, the prompt_cache_key's last account, the soonest start, the most headroom). A
+// generation the origin refuses for the account's limits (429) or credentials (401) before any
+// other event arrived moves to the next account, invisibly to the caller; the refused account
+// cools down. When every account is cooling down, Generate answers at once, without upstream
+// traffic, with 429 upstream_rate_limited (401 when credentials were the reason) whose RetryAfter
+// is when the first account is usable again (at least 1 s) and whose Account names it. Errors
+// from the origin name the account that answered.
+func (w *Worker) Generate(ctx context.Context, req *schemas.Request, emit func(event []byte) error) ([]byte, error) {
+	start := time.Now()
+	frame, err := req.Upstream(w.cfg.Model)
+	if err != nil {
+		return nil, schemas.Errorf(schemas.CodeInvalidRequest, "%v", err)
+	}
+	g := &generation{w: w, req: req, emit: emit, frame: frame, key: req.PromptCacheKey(), start: start}
+	err = g.route(ctx)
+	err = g.release(err)
+	out, err := g.reply(err)
+	g.report(ctx, err)
+	return out, err
+}
+
+// generation is one request on its way through the worker's accounts: what Generate's steps
+// share. It lives on the generation's goroutine (codex calls onEvent there), so it needs no lock.
+type generation struct {
+	w     *Worker
+	req   *schemas.Request
+	emit  func(event []byte) error // nil for a one-shot reply
+	frame []byte                   // the upstream request
+	key   string                   // the prompt cache key; "" = none
+	start time.Time
+
+	tried      []*account    // accounts picked, in order; the last is the one trying (or that tried)
+	try        attempt       // what the last account's try has seen
+	res        *codex.Result // the last try's result; nil when it never reached the origin
+	total      codex.Result  // summed over the accounts tried
+	reached    bool          // a try reached an account's client (some res was not nil)
+	firstEvent time.Duration // from start to the first upstream event; 0 = none arrived
+}
+
+// attempt is what one account's try has seen of the origin's events.
+type attempt struct {
+	events    int
+	firstType string
+	held      []byte // a leading error event, held back while the request may still move
+}
+
+// onlyRefusal reports whether the try saw nothing the caller must see: no event, or just the
+// leading error event of a refusal.
+func (t attempt) onlyRefusal() bool {
+	return t.events == 0 || (t.events == 1 && t.firstType == "error")
+}
+
+// account returns the account trying (or that tried last); nil before the first pick.
+func (g *generation) account() *account {
+	if len(g.tried) == 0 {
+		return nil
+	}
+	return g.tried[len(g.tried)-1]
+}
+
+// route tries accounts until one answers, the error is the caller's, or none is left, and returns
+// the last try's error.
+func (g *generation) route(ctx context.Context) error {
+	var err error
+	for {
+		a, hold, cerr := g.w.router.pick(time.Now(), g.key, g.tried)
+		if hold {
+			if herr := g.hold(ctx); herr != nil {
+				return herr
+			}
+			continue
+		}
+		if a == nil {
+			return g.w.noAccountLeft(err, cerr)
+		}
+		err = g.run(ctx, a)
+		if err == nil || !g.moveOn(ctx, a, err) {
+			return err
+		}
+	}
+}
+
+// hold waits for an account to free up, counting the wait as gate wait.
+func (g *generation) hold(ctx context.Context) error {
+	t := time.Now()
+	err := g.w.router.hold(ctx)
+	g.total.GateWait += time.Since(t)
+	return err
+}
+
+// run tries the generation on a, which pick chose.
+func (g *generation) run(ctx context.Context, a *account) error {
+	g.tried = append(g.tried, a)
+	g.try = attempt{}
+	res, err := a.codex.Generate(ctx, g.frame, g.onEvent)
+	if g.try.events == 0 {
+		g.w.router.started(a) // it never got that far
+	}
+	g.res = res
+	if res != nil {
+		g.reached = true
+		g.total.Attempts += res.Attempts
+		g.total.GateWait += res.GateWait
+		g.total.Events, g.total.Reused, g.total.Retried = res.Events, res.Reused, g.total.Retried || res.Retried
+	}
+	g.w.router.finish(a, g.key, err == nil)
+	if err == nil {
+		a.completed.Add(1)
+	}
+	return err
+}
+
+// onEvent passes one upstream event of the current try on to emit; a leading error event is held
+// back while the policy may still move the request.
+func (g *generation) onEvent(ev codex.Event) error {
+	if g.firstEvent == 0 {
+		g.firstEvent = max(time.Since(g.start), time.Nanosecond)
+	}
+	g.try.events++
+	if g.try.events == 1 {
+		g.try.firstType = ev.Type
+		g.w.router.started(g.account())
+	}
+	if g.emit == nil {
+		return nil
+	}
+	if g.try.events == 1 && ev.Type == "error" && g.w.policy.move {
+		g.try.held = ev.Data
+		return nil
+	}
+	return g.emit(ev.Data)
+}
+
+// moveOn classifies err, the refusal of a (which cools down), and reports whether the generation
+// moves on to the next account: when the policy moves requests, the origin refused a for its
+// limits or credentials, and the caller has seen nothing of it.
+func (g *generation) moveOn(ctx context.Context, a *account, err error) bool {
+	reason := g.w.refused(a, err)
+	if reason == "" || !g.try.onlyRefusal() || !g.w.policy.move || ctx.Err() != nil {
+		return false
+	}
+	a.moved.Add(1)
+	g.try.held = nil // the refusal stays invisible
+	g.w.log.LogAttrs(ctx, slog.LevelDebug, "account refused the request; moving on",
+		slog.String("request_id", g.req.ID), slog.String("account", a.name), slog.String("reason", reason),
+		slog.String("error", err.Error()))
+	return true
+}
+
+// release emits a held error event (it stays: the generation did not move) and names the
+// account in the error when the policy names accounts.
+func (g *generation) release(err error) error {
+	if g.try.held != nil {
+		if eerr := g.emit(g.try.held); eerr != nil {
+			err = eerr
+		}
+	}
+	a := g.account()
+	if e, ok := schemas.AsError(err); ok && a != nil && g.w.policy.name && e.Account == "" {
+		cp := *e // errors may be shared (a closed origin's last 403 answers every waiting request)
+		cp.Account = a.name
+		err = &cp
+	}
+	return err
+}
+
+// reply returns the one-shot reply payload of a generation that succeeded without emit.
+func (g *generation) reply(err error) ([]byte, error) {
+	if err != nil || g.emit != nil {
+		return nil, err
+	}
+	out, err := schemas.WithOutputText(g.res.Response)
+	if err != nil {
+		return nil, schemas.Errorf(schemas.CodeUpstreamError, "response.completed carried a bad response object: %v", err)
+	}
+	return out, nil
+}
+
+// result is what the generation's logs report of its sockets: the sums over the accounts tried;
+// nil when it never reached an account's client nor waited.
+func (g *generation) result() *codex.Result {
+	if g.reached || g.total.GateWait > 0 {
+		return &g.total
+	}
+	return nil
+}
+
+// report tells the observer and the logs how the generation ended.
+func (g *generation) report(ctx context.Context, err error) {
+	d, res, a := time.Since(g.start), g.result(), g.account()
+	if obs := g.w.obs; obs != nil {
+		o := Generation{OK: err == nil, Duration: d, FirstEvent: g.firstEvent}
+		if a != nil {
+			o.Account = a.name
+		}
+		if res != nil && res.Attempts > 0 {
+			o.Dialed, o.GateWait = true, res.GateWait
+		}
+		obs.ObserveGeneration(o)
+	}
+	g.w.logResult(ctx, g.req, a, len(g.tried), res, err, d, g.firstEvent)
+	if a != nil {
+		g.w.logGate(ctx, g.req, a, res)
+	}
+}
