@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -160,18 +159,10 @@ func parseKeys(s string) ([]string, error) {
 }
 
 func runGateway(ctx context.Context, e env, args []string) error {
-	var usageTable bytes.Buffer
 	defaults := defaultGatewayConfig()
-	if err := printSettings(&usageTable, &defaults); err != nil {
+	fs, err := parseServerFlags(e, "gateway", gatewayTrailer, &defaults, args)
+	if err != nil {
 		return err
-	}
-	fs := newFlags(e, "gateway", "gateway [--config FILE] [--help]", gatewayTrailer+usageTable.String())
-	if err := fs.parse(e, args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		fs.printUsage(e.stderr)
-		return exitError{code: 2, msg: fmt.Sprintf("gateway takes no arguments, got %q (configure it with CODEXPOOL_* variables)", fs.Args())}
 	}
 	cfg, keys, err := loadGatewayConfig(e.getenv, fs.configPath(e))
 	if err != nil {

@@ -28,18 +28,10 @@ Settings: the file key (in --config FILE or $CODEXPOOL_CONFIG), overridden by th
 `
 
 func runWorker(ctx context.Context, e env, args []string) error {
-	var usageTable bytes.Buffer
 	defaults := defaultWorkerConfig()
-	if err := printSettings(&usageTable, &defaults); err != nil {
+	fs, err := parseServerFlags(e, "worker", workerTrailer, &defaults, args)
+	if err != nil {
 		return err
-	}
-	fs := newFlags(e, "worker", "worker [--config FILE] [--help]", workerTrailer+usageTable.String())
-	if err := fs.parse(e, args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		fs.printUsage(e.stderr)
-		return exitError{code: 2, msg: fmt.Sprintf("worker takes no arguments, got %q (configure it with CODEXPOOL_* variables)", fs.Args())}
 	}
 	cfg, _, err := loadWorkerConfig(e.getenv, fs.configPath(e))
 	if err != nil {
@@ -110,6 +102,24 @@ func newWorkerMain(e env, cfg workerConfig) (*workerMain, error) {
 		}
 	}
 	return m, nil
+}
+
+// parseServerFlags parses the flags of a long-running subcommand (worker, gateway), which takes no
+// arguments: its --help ends with the settings table of defaults.
+func parseServerFlags(e env, name, trailer string, defaults any, args []string) (*flags, error) {
+	var usageTable bytes.Buffer
+	if err := printSettings(&usageTable, defaults); err != nil {
+		return nil, err
+	}
+	fs := newFlags(e, name, name+" [--config FILE] [--help]", trailer+usageTable.String())
+	if err := fs.parse(e, args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		fs.printUsage(e.stderr)
+		return nil, exitError{code: 2, msg: fmt.Sprintf("%s takes no arguments, got %q (configure it with CODEXPOOL_* variables or --config)", name, fs.Args())}
+	}
+	return fs, nil
 }
 
 // loadCredentialsKey resolves the key that seals the logins shared over NATS: the setting, else
