@@ -126,6 +126,23 @@ func (s Security) LocalAuth(urls, path string) (Security, error) {
 	return s, nil
 }
 
+// LoopbackURLs reports whether urls (a comma-separated server list) name only loopback hosts and
+// carry no credentials of their own: the servers LocalAuth may be presented to.
+func LoopbackURLs(urls string) bool { return loopbackURLs(urls) }
+
+// URLs is URL for each server of a comma-separated list.
+func (a LocalAuth) URLs(urls string) string {
+	list := strings.Split(urls, ",")
+	for i, u := range list {
+		u = strings.TrimSpace(u)
+		if !strings.Contains(u, "://") {
+			u = "nats://" + u
+		}
+		list[i] = a.URL(u)
+	}
+	return strings.Join(list, ",")
+}
+
 // loopbackURLs reports whether urls (a comma-separated server list) name only loopback hosts and
 // carry no credentials of their own.
 func loopbackURLs(urls string) bool {

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -127,5 +128,21 @@ func TestSecurityLocalAuth(t *testing.T) {
 	}
 	if got, err := (Security{}).LocalAuth("nats://127.0.0.1:4222", filepath.Join(t.TempDir(), "missing")); err != nil || got.Kind() != "none" {
 		t.Errorf("no file: %v, %v; want no authentication and no error", got, err)
+	}
+}
+
+// TestLocalAuthURLs: every server of a list gets the credential; the result still parses as a
+// server list and RedactURL hides the password.
+func TestLocalAuthURLs(t *testing.T) {
+	a := LocalAuth{User: LocalUser, Password: "pw-secret"}
+	got := a.URLs("nats://127.0.0.1:4222, 127.0.0.1:4223")
+	if want := "nats://codexpool:pw-secret@127.0.0.1:4222,nats://codexpool:pw-secret@127.0.0.1:4223"; got != want {
+		t.Errorf("URLs = %q, want %q", got, want)
+	}
+	if red := RedactURL(got); strings.Contains(red, "pw-secret") {
+		t.Errorf("RedactURL(%q) = %q, shows the password", got, red)
+	}
+	if LoopbackURLs(got) {
+		t.Error("a URL with credentials counts as one LocalAuth may add to")
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/codexpool/codexpool/gate"
 	"github.com/codexpool/codexpool/internal/bench"
+	"github.com/codexpool/codexpool/queue"
 	"github.com/codexpool/codexpool/worker/codextest"
 )
 
@@ -36,6 +38,16 @@ func runBench(ctx context.Context, e env, args []string) error {
 	if err := finish(); err != nil {
 		fs.printUsage(e.stderr)
 		return exitError{code: 2, msg: "bench: " + err.Error()}
+	}
+	// Joining a worker's embedded server: present this user's credential, as every local command
+	// does; the URL carries it to the workers bench starts.
+	if opts.NATSURL != "" {
+		a, err := queue.ReadLocalAuth(localAuthPath(e.getenv))
+		if err == nil && queue.LoopbackURLs(opts.NATSURL) {
+			opts.NATSURL = a.URLs(opts.NATSURL)
+		} else if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("bench: %w", err)
+		}
 	}
 	return benchMain(ctx, e, *opts)
 }
