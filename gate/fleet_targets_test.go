@@ -123,13 +123,33 @@ func TestFleetHandBack(t *testing.T) {
 	for _, n := range []int{4, 8} {
 		for _, hb := range []time.Duration{0, time.Second} {
 			name := map[bool]string{false: "never", true: "here > best + 1s"}[hb > 0]
+			handed := 0
 			s := seeds(t, fleetSeeds, func(seed uint64) fleetResult {
-				return runFleet(n, burst(60), fleetOpts{shared: true, seed: seed, handBack: hb})
+				r := runFleet(n, burst(60), fleetOpts{shared: true, seed: seed, handBack: hb})
+				if r.ok != 60 {
+					t.Errorf("%d gates, hand-back %s, seed %d: %d of 60 served; a hand-back must lose no request", n, name, seed, r.ok)
+				}
+				handed += r.handed
+				return r
 			})
+			if hb == 0 && handed != 0 {
+				t.Errorf("%d gates without hand-back: %d requests handed back", n, handed)
+			}
+
 			tb.add("60-burst", fmt.Sprint(n), name, s.fmt(okOf, "%.0f"), s.fmt(wallOf, "%.1f"), s.fmt(p50Of, "%.1f"), s.fmt(p95Of, "%.1f"), s.fmt(rejOf, "%.1f"), "", s.fmt(handedOf, "%.1f"))
+			handed = 0
 			s = seeds(t, fleetSeeds/2, func(seed uint64) fleetResult {
-				return runFleet(n, openLoop(10, 30*time.Second), fleetOpts{shared: true, seed: seed, handBack: hb, deadline: 10 * time.Minute})
+				r := runFleet(n, openLoop(10, 30*time.Second), fleetOpts{shared: true, seed: seed, handBack: hb, deadline: 10 * time.Minute})
+				if r.ok != 300 {
+					t.Errorf("%d gates at 10/s, hand-back %s, seed %d: %d of 300 served", n, name, seed, r.ok)
+				}
+				handed += r.handed
+				return r
 			})
+			// Above the pool's rate some gate always runs behind: the rule must engage there.
+			if hb > 0 && handed == 0 {
+				t.Errorf("%d gates at 10/s with hand-back: no request handed back; the rule never engaged", n)
+			}
 			tb.add("10/s for 30s", fmt.Sprint(n), name, s.fmt(okOf, "%.0f"), s.fmt(wallOf, "%.1f"), s.fmt(p50Of, "%.1f"), s.fmt(p95Of, "%.1f"), s.fmt(windowRejOf, "%.1f"), s.fmt(goodputOf, "%.2f"), s.fmt(handedOf, "%.1f"))
 		}
 	}

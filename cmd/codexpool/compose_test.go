@@ -62,6 +62,9 @@ func TestComposeFile(t *testing.T) {
 	if grace, err := time.ParseDuration(w.StopGrace); err != nil || grace < 90*time.Second {
 		t.Errorf("worker stop_grace_period %q: want at least the 30 s grace plus a 60 s refresh in flight", w.StopGrace)
 	}
+	if scope := w.Environment["CODEXPOOL_GATE_SCOPE"]; scope == "" || scope == "host" {
+		t.Errorf("worker CODEXPOOL_GATE_SCOPE %q: replicas have hostnames of their own, so host would keep every gate alone", scope)
+	}
 	if w.Environment["CODEXPOOL_NATS_URL"] == "" {
 		t.Error("worker does not set CODEXPOOL_NATS_URL, so each replica would embed its own NATS server")
 	}

@@ -21,12 +21,12 @@ if ! command -v ip >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >
 	(apt-get update -qq && apt-get install -y -qq iproute2) >/dev/null 2>&1 || true
 fi
 if ! command -v ip >/dev/null 2>&1; then
-	echo "codex-cli example: SKIP: no 'ip' command (iproute2) to make a loopback-only network namespace"
-	exit 0
+	echo "codex-cli example: FAIL: no 'ip' command (iproute2) to make a loopback-only network namespace; the Codex CLI is only run without outside network" >&2
+	exit 1
 fi
 if ! ip netns add "$ns" 2>"$work/netns.err"; then
-	echo "codex-cli example: SKIP: cannot create a network namespace here ($(cat "$work/netns.err")); the Codex CLI is only run without outside network"
-	exit 0
+	echo "codex-cli example: FAIL: cannot create a network namespace here ($(cat "$work/netns.err")); the Codex CLI is only run without outside network (run as root)" >&2
+	exit 1
 fi
 made_ns=1
 ip netns exec "$ns" ip link set lo up
