@@ -23,7 +23,7 @@ type JobsConfig struct {
 	Replicas    int           // stream and bucket replicas; default 1 (3 on a cluster)
 	Dedup       time.Duration // the stream's duplicate window for Nats-Msg-Id; default 2m
 	AckWait     time.Duration // redelivery of a job whose worker went silent; default 60s
-	MaxAttempts int           // deliveries of a job that fails with a retryable error; default 5
+	MaxAttempts int           // deliveries of a job that fails with a retryable error or whose result cannot be stored; default 5
 	ResultsTTL  time.Duration // how long a result stays in the bucket; default 24h
 	// MaxAckPending bounds the jobs in flight across the whole pool (the consumer's setting);
 	// default 10000. It must be at least the sum of every worker's MaxInflight, or workers idle.
