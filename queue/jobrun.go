@@ -254,13 +254,15 @@ func (c *jobConsumer) retry(j *job, wait time.Duration) {
 	c.st.retried.Add(1)
 }
 
-// keepAlive sends InProgress every third of AckWait until the returned func is called.
+// keepAlive sends InProgress every third of the consumer's AckWait (read again as it goes, see
+// consumerAckWait) until the returned func is called.
 func (c *jobConsumer) keepAlive(msg jetstream.Msg) (stop func()) {
 	done := make(chan struct{})
 	finished := make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		defer close(finished)
-		t := time.NewTicker(max(c.jobs.cfg.AckWait/3, 10*time.Millisecond))
+		t := time.NewTimer(keepAliveEvery(c.jobs.ackWait.get()))
 		defer t.Stop()
 		for {
 			select {
@@ -268,11 +270,14 @@ func (c *jobConsumer) keepAlive(msg jetstream.Msg) (stop func()) {
 				return
 			case <-t.C:
 				_ = msg.InProgress()
+				c.jobs.ackWait.refresh(ctx)
+				t.Reset(keepAliveEvery(c.jobs.ackWait.get()))
 			}
 		}
 	}()
 	return func() {
 		close(done)
+		cancel()
 		<-finished
 	}
 }

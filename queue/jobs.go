@@ -65,7 +65,7 @@ func (c *jobConsumer) start() {
 	}()
 	cfg := c.jobs.cfg
 	c.s.log.Info("consuming durable jobs", "stream", cfg.Stream, "consumer", schemas.JobsConsumer,
-		"bucket", cfg.Bucket, "ack_wait", cfg.AckWait, "max_attempts", cfg.MaxAttempts)
+		"bucket", cfg.Bucket, "ack_wait", c.jobs.ackWait.get(), "max_attempts", cfg.MaxAttempts)
 }
 
 // halt stops the pull loop; a job that arrives after that is handed back at once.

@@ -90,3 +90,31 @@ func TestJobKeepAliveFollowsConsumerAckWait(t *testing.T) {
 		t.Errorf("a 3s job, consumer AckWait 1s, worker configured 30s: ran %d times (redelivered %d), want once", n, st.Redelivered)
 	}
 }
+
+// TestConsumerAckWaitRefresh: a consumer edited after setup (nats consumer edit) reaches the
+// keep-alives at the next refresh.
+func TestConsumerAckWaitRefresh(t *testing.T) {
+	ns := startJetStream(t)
+	cfg := fastJobs()
+	cfg.AckWait = 30 * time.Second
+	j := openJobs(t, ns, cfg)
+	if got := j.ackWait.get(); got != 30*time.Second {
+		t.Fatalf("ack wait after setup %s, want the consumer's 30s", got)
+	}
+	js, _ := jetstream.New(connect(t, ns))
+	ctx := context.Background()
+	want := j.consumer.CachedInfo().Config
+	want.AckWait = 2 * time.Second
+	if _, err := js.UpdateConsumer(ctx, schemas.DefaultJobsStream, want); err != nil {
+		t.Fatal(err)
+	}
+	j.ackWait.refresh(ctx)
+	if got := j.ackWait.get(); got != 30*time.Second {
+		t.Errorf("ack wait %s right after setup, want 30s (read at most every %s)", got, ackWaitRefresh)
+	}
+	j.ackWait.checked = time.Now().Add(-ackWaitRefresh)
+	j.ackWait.refresh(ctx)
+	if got := j.ackWait.get(); got != 2*time.Second {
+		t.Errorf("ack wait after the refresh %s, want the edited 2s", got)
+	}
+}

@@ -113,6 +113,7 @@ type Jobs struct {
 	consumer jetstream.Consumer
 	results  jetstream.KeyValue
 	ids      jobIDs
+	ackWait  *consumerAckWait // the consumer's AckWait, which keep-alives follow
 }
 
 // Setup waits for a JetStream that is not ready: a cluster still electing the leaders of new
@@ -190,7 +191,7 @@ func setupJobs(ctx context.Context, nc *nats.Conn, cfg JobsConfig, log *slog.Log
 		return nil, err
 	}
 	ids := jobIDs{key: key, stream: cfg.Stream, created: stream.CachedInfo().Created.UnixNano()}
-	return &Jobs{cfg: cfg, consumer: consumer, results: kv, ids: ids}, nil
+	return &Jobs{cfg: cfg, consumer: consumer, results: kv, ids: ids, ackWait: newConsumerAckWait(consumer, cfg.AckWait)}, nil
 }
 
 // setupStream finds or creates the jobs stream and checks that it captures the submit subject.
