@@ -171,23 +171,67 @@ func (c *jobConsumer) conclude(ctx context.Context, j *job, streamed bool, o out
 // finishJob writes the job's result, answers its Codex-Reply-To and acks it, in that order. The
 // write outlives a shutdown that cuts generations off: a finished generation is not thrown away.
 func (c *jobConsumer) finishJob(ctx context.Context, j *job, streamed bool, o outcome) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resultWriteTimeout)
-	defer cancel()
 	o = c.s.fitPayload(o)
-	start := time.Now()
-	if _, err := c.jobs.results.Put(ctx, j.t.job, o.body()); err != nil {
-		// Without the result the job must run again: do not ack it.
-		j.log.Warn("jobs: cannot write the result; handing the job back", "error", err)
-		_ = j.msg.NakWithDelay(jobRetryBase)
-		c.st.retried.Add(1)
+	if err := c.storeResult(ctx, j, o.body()); err != nil {
+		c.unstored(j, streamed, o, err)
 		return
-	}
-	c.st.kvWrite(time.Since(start))
-	if c.s.cfg.ObserveResultWrite != nil {
-		c.s.cfg.ObserveResultWrite(time.Since(start))
 	}
 	c.s.answer(j.t, streamed, o)
 	c.ack(j)
+}
+
+// storeResult writes body as the job's result, trying again (resultWriteTries in all, within
+// resultWriteTimeout) before it gives up: the answer is in hand, and a write that fails once
+// should not cost a new generation.
+func (c *jobConsumer) storeResult(ctx context.Context, j *job, body []byte) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resultWriteTimeout)
+	defer cancel()
+	var err error
+	for try := range resultWriteTries {
+		if try > 0 && !pause(ctx, resultWritePause<<(try-1)) {
+			break
+		}
+		start := time.Now()
+		if _, err = c.jobs.results.Put(ctx, j.t.job, body); err == nil {
+			c.st.kvWrite(time.Since(start))
+			if c.s.cfg.ObserveResultWrite != nil {
+				c.s.cfg.ObserveResultWrite(time.Since(start))
+			}
+			return nil
+		}
+		j.log.Debug("jobs: result write failed", "try", try+1, "error", err)
+	}
+	return err
+}
+
+// unstored ends a job whose result could not be stored. That costs one of its attempts: with
+// attempts left it is handed back to run again; after the last it is terminated (a job whose
+// result can never be stored must not run forever), and its Codex-Reply-To still gets the answer.
+func (c *jobConsumer) unstored(j *job, streamed bool, o outcome, err error) {
+	if j.meta.NumDelivered < uint64(c.jobs.cfg.MaxAttempts) {
+		j.log.Warn("jobs: cannot write the result; handed back for another attempt", "error", err)
+		c.retry(j, 0)
+		return
+	}
+	j.log.Error("jobs: cannot write the result and no attempts are left; terminated",
+		"error", err, "max_attempts", c.jobs.cfg.MaxAttempts)
+	c.s.answer(j.t, streamed, o)
+	if err := j.msg.TermWithReason("result not stored"); err != nil {
+		j.log.Warn("jobs: terminate not sent", "error", err)
+	}
+	c.st.terminated.Add(1)
+}
+
+// pause waits d, or until ctx is done (false then).
+func pause(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }
 
 // ack acks the job. It does not wait for the server's confirmation: the result is stored first,
@@ -210,13 +254,15 @@ func (c *jobConsumer) retry(j *job, wait time.Duration) {
 	c.st.retried.Add(1)
 }
 
-// keepAlive sends InProgress every third of AckWait until the returned func is called.
+// keepAlive sends InProgress every third of the consumer's AckWait (read again as it goes, see
+// consumerAckWait) until the returned func is called.
 func (c *jobConsumer) keepAlive(msg jetstream.Msg) (stop func()) {
 	done := make(chan struct{})
 	finished := make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		defer close(finished)
-		t := time.NewTicker(max(c.jobs.cfg.AckWait/3, 10*time.Millisecond))
+		t := time.NewTimer(keepAliveEvery(c.jobs.ackWait.get()))
 		defer t.Stop()
 		for {
 			select {
@@ -224,11 +270,14 @@ func (c *jobConsumer) keepAlive(msg jetstream.Msg) (stop func()) {
 				return
 			case <-t.C:
 				_ = msg.InProgress()
+				c.jobs.ackWait.refresh(ctx)
+				t.Reset(keepAliveEvery(c.jobs.ackWait.get()))
 			}
 		}
 	}()
 	return func() {
 		close(done)
+		cancel()
 		<-finished
 	}
 }
@@ -276,8 +325,13 @@ func wantsStream(payload []byte) bool {
 	return json.Unmarshal(payload, &r) == nil && r.Stream == true
 }
 
-// resultWriteTimeout bounds storing one result.
-const resultWriteTimeout = 30 * time.Second
+// Storing one result: resultWriteTries writes, resultWritePause after the first failure and
+// doubling, all within resultWriteTimeout.
+const (
+	resultWriteTimeout = 30 * time.Second
+	resultWriteTries   = 3
+	resultWritePause   = 200 * time.Millisecond
+)
 
 // payloadHeadroom is what a KV write or a reply adds to a body (subject, headers).
 const payloadHeadroom = 1024

@@ -32,7 +32,7 @@ type JobStats struct {
 	Acked       uint64        `json:"acked"`       // finished: result written, then acked
 	Skipped     uint64        `json:"skipped"`     // acked without a generation: the result existed
 	Retried     uint64        `json:"retried"`     // handed back with a delay after a retryable error
-	Terminated  uint64        `json:"terminated"`  // ended without a result (an invalid job id)
+	Terminated  uint64        `json:"terminated"`  // ended without a result: an invalid job id, or a result that could not be stored
 	Redelivered uint64        `json:"redelivered"` // received with a delivery count above 1
 	Released    uint64        `json:"released"`    // handed back at once (shutdown)
 	KVWrites    uint64        `json:"kv_writes"`
@@ -65,7 +65,7 @@ func (c *jobConsumer) start() {
 	}()
 	cfg := c.jobs.cfg
 	c.s.log.Info("consuming durable jobs", "stream", cfg.Stream, "consumer", schemas.JobsConsumer,
-		"bucket", cfg.Bucket, "ack_wait", cfg.AckWait, "max_attempts", cfg.MaxAttempts)
+		"bucket", cfg.Bucket, "ack_wait", c.jobs.ackWait.get(), "max_attempts", cfg.MaxAttempts)
 }
 
 // halt stops the pull loop; a job that arrives after that is handed back at once.

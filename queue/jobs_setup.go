@@ -23,7 +23,7 @@ type JobsConfig struct {
 	Replicas    int           // stream and bucket replicas; default 1 (3 on a cluster)
 	Dedup       time.Duration // the stream's duplicate window for Nats-Msg-Id; default 2m
 	AckWait     time.Duration // redelivery of a job whose worker went silent; default 60s
-	MaxAttempts int           // deliveries of a job that fails with a retryable error; default 5
+	MaxAttempts int           // deliveries of a job that fails with a retryable error or whose result cannot be stored; default 5
 	ResultsTTL  time.Duration // how long a result stays in the bucket; default 24h
 	// MaxAckPending bounds the jobs in flight across the whole pool (the consumer's setting);
 	// default 10000. It must be at least the sum of every worker's MaxInflight, or workers idle.
@@ -113,6 +113,7 @@ type Jobs struct {
 	consumer jetstream.Consumer
 	results  jetstream.KeyValue
 	ids      jobIDs
+	ackWait  *consumerAckWait // the consumer's AckWait, which keep-alives follow
 }
 
 // Setup waits for a JetStream that is not ready: a cluster still electing the leaders of new
@@ -190,7 +191,7 @@ func setupJobs(ctx context.Context, nc *nats.Conn, cfg JobsConfig, log *slog.Log
 		return nil, err
 	}
 	ids := jobIDs{key: key, stream: cfg.Stream, created: stream.CachedInfo().Created.UnixNano()}
-	return &Jobs{cfg: cfg, consumer: consumer, results: kv, ids: ids}, nil
+	return &Jobs{cfg: cfg, consumer: consumer, results: kv, ids: ids, ackWait: newConsumerAckWait(consumer, cfg.AckWait)}, nil
 }
 
 // setupStream finds or creates the jobs stream and checks that it captures the submit subject.

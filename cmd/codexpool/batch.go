@@ -17,10 +17,18 @@ OUT.jsonl as it finishes, with a progress bar (done, failed, rate, time left). A
 body ({"input": ...}) or an OpenAI Batch API line ({"custom_id": ..., "body": {...}}), answered
 in the matching output format. Jobs run one-shot ("stream" is ignored).
 
-Resumable: a rerun of the same IN.jsonl skips the lines OUT.jsonl already has, takes results
-the pool already stored (kept for CODEXPOOL_RESULTS_TTL), and submits only the rest. Job ids are
-derived from --name (default: IN's absolute path), the line's custom_id (or its position) and its
-body, so the same file resubmitted within the duplicate window never runs a job twice.
+Resumable: a rerun of the same IN.jsonl skips the lines OUT.jsonl has a success for, submits
+again the lines that failed (--keep-failed keeps those failures instead), takes results the pool
+already stored (kept for CODEXPOOL_RESULTS_TTL), and submits only the rest. Job ids derive from the
+line's content: its custom_id and body, and which copy it is among identical lines (plus --name,
+if given) - not from IN's path or the line's number, so the file may be moved or edited, and the
+same lines resubmitted within the duplicate window never run a job twice. A line the pool cannot
+take (larger than the NATS server's max_payload, refused by the jobs stream) gets that error as
+its result line; the run goes on.
+
+Exit status: 0 when every job succeeded; 1 when any failed (in this run, or kept from an earlier
+one with --keep-failed), or the run ended (--timeout) before every job had a result; 2 for a
+fault of IN or of the flags.
 
 Reads the CODEXPOOL_NATS_* and CODEXPOOL_JOBS_SUBJECT / CODEXPOOL_RESULTS_BUCKET settings.
 
@@ -58,6 +66,9 @@ func runBatch(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	fmt.Fprintln(e.stderr, sum)
+	if !sum.AllOK() {
+		return exitError{code: 1, msg: fmt.Sprintf("batch: %d jobs failed (see %s)", sum.Failed+sum.AlreadyFailed, sum.Out)}
+	}
 	return nil
 }
 
@@ -74,7 +85,8 @@ func batchFlags(e env, args []string) (batchConfig, error) {
 	c := batchConfig{Config: batch.Config{Stdout: e.stdout, Stderr: e.stderr}, fs: fs}
 	fs.StringVar(&c.Out, "o", "", "output file (default IN with .out.jsonl; - for standard output)")
 	fs.StringVar(&c.natsURL, "nats", "", "NATS server URL (default $CODEXPOOL_NATS_URL, else "+nats.DefaultURL+")")
-	fs.StringVar(&c.Name, "name", "", "the batch's name, part of every job id (default: IN's absolute path)")
+	fs.StringVar(&c.Name, "name", "", "a namespace for the job ids: the same line under another name is another job (default: none, ids come from the lines)")
+	fs.BoolVar(&c.KeepFailed, "keep-failed", false, "on a rerun, keep the failures OUT has instead of submitting those lines again")
 	fs.DurationVar(&c.Timeout, "timeout", 24*time.Hour, "give up waiting for results after this long")
 	fs.DurationVar(&c.JobTimeout, "job-timeout", 0, "bound each generation (Codex-Timeout); 0 = the workers' limit")
 	fs.DurationVar(&c.Poll, "poll", 10*time.Second, "how often to look up stored results of jobs whose live reply has not come")

@@ -207,38 +207,51 @@ func startNATSCluster(t *testing.T, n int) []*server.Server {
 }
 
 // TestE2EBatchCommand: `codexpool batch` submits a file, writes every result in the matching
-// format, and a rerun submits nothing.
+// format and exits 1 because a line failed; a rerun with --keep-failed submits nothing, one
+// without submits the failed line again, and the file moved elsewhere with a new line above the
+// others (and without the failing one) runs only the new line and exits 0.
 func TestE2EBatchCommand(t *testing.T) {
 	c, _, _ := newJobsCluster(t, codextest.Options{Latency: 50 * time.Millisecond})
 	c.startWorker("batch-w", jobsEnv...)
 	dir := t.TempDir()
-	in := filepath.Join(dir, "in.jsonl")
+	in, out := filepath.Join(dir, "in.jsonl"), filepath.Join(dir, "in.out.jsonl")
 	var lines []string
 	for i := range 30 {
 		lines = append(lines, fmt.Sprintf(`{"input":"batch %d"}`, i))
 	}
-	lines = append(lines, `{"custom_id":"req-a","method":"POST","url":"/v1/responses","body":{"input":"batch api"}}`, `{"input":""}`)
-	if err := os.WriteFile(in, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
-		t.Fatal(err)
+	lines = append(lines, `{"custom_id":"req-a","method":"POST","url":"/v1/responses","body":{"input":"batch api"}}`)
+	writeLines := func(path string, lines ...string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
-	runBatchCmd := func() string {
+	writeLines(in, append(lines, `{"input":""}`)...)
+	runBatchCmd := func(wantCode int, args ...string) string {
 		t.Helper()
 		var stderr testutil.SyncBuffer
-		err := run(ctxT(t, time.Minute), []string{"batch", "--nats", c.url, "--poll", "500ms", in}, os.Getenv, strings.NewReader(""), &testutil.SyncBuffer{}, &stderr)
-		if err != nil {
-			t.Fatalf("batch: %v\n%s", err, stderr.String())
+		err := run(ctxT(t, time.Minute), append([]string{"batch", "--nats", c.url, "--poll", "500ms", "-o", out}, args...),
+			os.Getenv, strings.NewReader(""), &testutil.SyncBuffer{}, &stderr)
+		var ee exitError
+		switch {
+		case wantCode == 0 && err != nil, wantCode != 0 && (!errors.As(err, &ee) || ee.code != wantCode):
+			t.Fatalf("batch %v: %v, want exit %d\n%s", args, err, wantCode, stderr.String())
 		}
 		return stderr.String()
 	}
-	summary := runBatchCmd()
+	summary := runBatchCmd(1, in)
 	if !strings.Contains(summary, "32 jobs: 31 ok, 1 failed") {
 		t.Errorf("summary %q, want 32 jobs: 31 ok, 1 failed", summary)
 	}
-	out, err := os.ReadFile(filepath.Join(dir, "in.out.jsonl"))
-	if err != nil {
-		t.Fatal(err)
+	readOut := func() string {
+		t.Helper()
+		b, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
 	}
-	got := string(out)
+	got := readOut()
 	if n := strings.Count(got, "\n"); n != 32 {
 		t.Errorf("%d result lines, want 32", n)
 	}
@@ -248,9 +261,22 @@ func TestE2EBatchCommand(t *testing.T) {
 		t.Errorf("results lack an answer, the Batch API line or the refusal:\n%s", got)
 	}
 	before := c.sim.Stats().Responses
-	summary = runBatchCmd()
-	if !strings.Contains(summary, "(32 from an earlier run)") || c.sim.Stats().Responses != before {
-		t.Errorf("rerun: %q and %d new generations, want everything from the earlier run and none", summary, c.sim.Stats().Responses-before)
+	summary = runBatchCmd(1, "--keep-failed", in)
+	if !strings.Contains(summary, "(32 from an earlier run, 1 of them failed)") || c.sim.Stats().Responses != before {
+		t.Errorf("rerun keeping failures: %q and %d new generations, want everything from the earlier run and none", summary, c.sim.Stats().Responses-before)
+	}
+	summary = runBatchCmd(1, in)
+	if !strings.Contains(summary, "32 jobs: 0 ok, 1 failed (31 from an earlier run)") || c.sim.Stats().Responses != before {
+		t.Errorf("rerun: %q and %d new generations, want the failed line again (refused before the origin) and none", summary, c.sim.Stats().Responses-before)
+	}
+	if n := strings.Count(readOut(), "\n"); n != 33 {
+		t.Errorf("%d result lines after the reruns, want 33 (the failed line's second attempt)", n)
+	}
+	moved := filepath.Join(t.TempDir(), "moved.jsonl")
+	writeLines(moved, append([]string{`{"input":"a new line"}`}, lines...)...)
+	summary = runBatchCmd(0, moved)
+	if !strings.Contains(summary, "32 jobs: 1 ok, 0 failed (31 from an earlier run)") || c.sim.Stats().Responses != before+1 {
+		t.Errorf("moved file with a line inserted: %q and %d new generations, want only the new line run", summary, c.sim.Stats().Responses-before)
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -19,9 +18,13 @@ import (
 
 // Config is one batch. Zero values are the defaults given per field.
 type Config struct {
-	In   string // the requests file (JSONL); required
-	Out  string // the results file, appended to; default In with .out.jsonl for .jsonl; "-" = Stdout
-	Name string // part of every job id; default In's absolute path
+	In  string // the requests file (JSONL); required
+	Out string // the results file, appended to; default In with .out.jsonl for .jsonl; "-" = Stdout
+	// Name is a namespace of the job ids: the same line in batches of another name is another
+	// job. Default none: ids derive from the lines alone (see line.jobID).
+	Name string
+	// KeepFailed keeps the failures OUT has: a rerun does not submit those lines again.
+	KeepFailed bool
 	// Timeout bounds the whole run; default 24h.
 	Timeout time.Duration
 	// JobTimeout bounds each generation (Codex-Timeout); 0 = the workers' limit.
@@ -40,15 +43,25 @@ type Summary struct {
 	OK      int // succeeded in this run
 	Failed  int // failed in this run
 	Already int // had a line in OUT before the run
-	Elapsed time.Duration
-	Out     string
+	// AlreadyFailed is how many of Already are failures kept with Config.KeepFailed.
+	AlreadyFailed int
+	Elapsed       time.Duration
+	Out           string
 }
 
 // String is the summary line `codexpool batch` prints.
 func (s Summary) String() string {
-	return fmt.Sprintf("batch: %d jobs: %d ok, %d failed (%d from an earlier run) in %s -> %s",
-		s.Total, s.OK, s.Failed, s.Already, s.Elapsed.Round(time.Millisecond), s.Out)
+	earlier := fmt.Sprintf("%d from an earlier run", s.Already)
+	if s.AlreadyFailed > 0 {
+		earlier += fmt.Sprintf(", %d of them failed", s.AlreadyFailed)
+	}
+	return fmt.Sprintf("batch: %d jobs: %d ok, %d failed (%s) in %s -> %s",
+		s.Total, s.OK, s.Failed, earlier, s.Elapsed.Round(time.Millisecond), s.Out)
 }
+
+// AllOK reports whether every job of the batch has a success in OUT: none failed in this run,
+// and none kept from an earlier one.
+func (s Summary) AllOK() bool { return s.Failed == 0 && s.AlreadyFailed == 0 }
 
 // IncompleteError is a batch that ended (Config.Timeout, or ctx) with jobs still unanswered;
 // a rerun resumes it.
@@ -69,6 +82,7 @@ type Batch struct {
 	byID    map[string]*line // read-only after Load
 	pending []*line          // in IN and not in OUT, in IN's order
 	already int
+	kept    int // of already, failures kept (KeepFailed)
 
 	mu      sync.Mutex
 	w       io.Writer
@@ -78,17 +92,12 @@ type Batch struct {
 	failed  int
 }
 
-// Load reads IN and the job ids OUT already has. A fault of IN is an [*InputError].
+// Load reads IN and the results OUT already has: a line with a success in OUT is done, one whose
+// last attempt failed is submitted again with the next attempt's id (unless KeepFailed). A fault
+// of IN is an [*InputError].
 func Load(cfg Config) (*Batch, error) {
 	if cfg.Out == "" {
 		cfg.Out = strings.TrimSuffix(cfg.In, ".jsonl") + ".out.jsonl"
-	}
-	if cfg.Name == "" {
-		abs, err := filepath.Abs(cfg.In)
-		if err != nil {
-			return nil, fmt.Errorf("batch: %w", err)
-		}
-		cfg.Name = abs
 	}
 	cfg.Timeout = orDefault(cfg.Timeout, 24*time.Hour)
 	cfg.Poll = orDefault(cfg.Poll, 10*time.Second)
@@ -96,24 +105,47 @@ func Load(cfg Config) (*Batch, error) {
 	if err != nil {
 		return nil, &InputError{Err: err}
 	}
-	done, err := doneIDs(cfg.Out)
+	out, err := readOut(cfg.Out)
 	if err != nil {
 		return nil, fmt.Errorf("batch: read %s: %w", cfg.Out, err)
 	}
 	b := &Batch{cfg: cfg, byID: map[string]*line{}, written: map[string]bool{}}
 	for i := range lines {
 		l := &lines[i]
+		done, failed := b.resume(l, out)
 		if _, dup := b.byID[l.id]; dup {
-			continue // the same line twice: one job, one result line
+			continue // cannot happen (copies have their own ids) unless sha256 collides
 		}
 		b.byID[l.id] = l
-		if done[l.id] {
+		switch {
+		case failed:
+			b.kept++
 			b.already++
-		} else {
+		case done:
+			b.already++
+		default:
 			b.pending = append(b.pending, l)
 		}
 	}
 	return b, nil
+}
+
+// resume sets l's job id for this run: its first attempt OUT has no line for. It reports done
+// when an attempt succeeded, or failed when one failed and KeepFailed keeps it (its id is then
+// that attempt's).
+func (b *Batch) resume(l *line, out map[string]bool) (done, failed bool) {
+	for attempt := 0; ; attempt++ {
+		l.id = l.jobID(attempt)
+		ok, seen := out[l.id]
+		switch {
+		case !seen:
+			return false, false
+		case ok:
+			return true, false
+		case b.cfg.KeepFailed:
+			return true, true
+		}
+	}
 }
 
 func orDefault(d, def time.Duration) time.Duration {
@@ -144,7 +176,7 @@ func (b *Batch) Run(ctx context.Context, nc *nats.Conn, opts client.Options) (Su
 	if err != nil {
 		return Summary{}, err
 	}
-	return Summary{Total: len(b.byID), OK: b.ok, Failed: b.failed, Already: b.already,
+	return Summary{Total: len(b.byID), OK: b.ok, Failed: b.failed, Already: b.already, AlreadyFailed: b.kept,
 		Elapsed: time.Since(start), Out: b.cfg.Out}, nil
 }
 

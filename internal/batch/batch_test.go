@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -49,10 +50,13 @@ func TestParseLine(t *testing.T) {
 			if len(l.id) != 41 || l.id[0] != 'b' {
 				t.Errorf("got id %q, want b and 40 hex digits", l.id)
 			}
-			again, _ := parseLine([]byte(tt.raw), tt.n, "B")
+			moved, _ := parseLine([]byte(tt.raw), tt.n+7, "B")
 			other, _ := parseLine([]byte(tt.raw), tt.n, "C")
-			if again.id != l.id || other.id == l.id {
-				t.Errorf("ids %s (again %s, other batch %s): want the same id again and another for another batch", l.id, again.id, other.id)
+			if moved.id != l.id || other.id == l.id {
+				t.Errorf("ids %s (on another line %s, other batch %s): want the same id on another line and another for another batch", l.id, moved.id, other.id)
+			}
+			if retry := l.jobID(1); retry == l.id || retry != moved.jobID(1) || len(retry) != 41 {
+				t.Errorf("retry id %s of %s: want another id, the same for the same line", retry, l.id)
 			}
 		})
 	}
@@ -88,8 +92,8 @@ func TestOutputLine(t *testing.T) {
 	}
 }
 
-// TestLoad: a line twice is one job, lines OUT already has are not pending, and faults of IN
-// are InputErrors that name the line.
+// TestLoad: identical lines are separate jobs, lines OUT already has are not pending, and
+// faults of IN are InputErrors that name the line.
 func TestLoad(t *testing.T) {
 	dir := t.TempDir()
 	in := filepath.Join(dir, "in.jsonl")
@@ -117,6 +121,63 @@ func TestLoad(t *testing.T) {
 	write(t, in, "\n")
 	if _, err = Load(Config{In: in}); !errors.As(err, &ie) || !strings.Contains(err.Error(), "has no requests") {
 		t.Errorf("got %v, want an InputError: no requests", err)
+	}
+}
+
+// TestLoadResume: what a rerun submits. Ids follow the lines' content, so a file moved, with a
+// line inserted above the others, submits only the new line; a failed line is submitted again
+// under a new id (each rerun the next), unless KeepFailed.
+func TestLoadResume(t *testing.T) {
+	dir := t.TempDir()
+	first := filepath.Join(dir, "first.jsonl")
+	out := filepath.Join(dir, "out.jsonl")
+	lines := []string{`{"input":"a"}`, `{"input":"b"}`, `{"input":"b"}`, `{"custom_id":"x","body":{"input":"c"}}`}
+	write(t, first, strings.Join(lines, "\n")+"\n")
+	b, err := Load(Config{In: first, Out: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fail := schemas.Errorf(schemas.CodeUpstreamError, "refused")
+	var results []string
+	for i, l := range b.pending {
+		var err error
+		if i == 2 || i == 3 { // the second "b" and the Batch API line fail
+			err = fail
+		}
+		results = append(results, string(outputLine(l, &client.Reply{Response: []byte(`{}`)}, err)))
+	}
+	write(t, out, strings.Join(results, "\n")+"\n")
+	moved := filepath.Join(t.TempDir(), "moved.jsonl")
+	write(t, moved, `{"input":"new"}`+"\n"+strings.Join(lines, "\n")+"\n")
+
+	tests := []struct {
+		name        string
+		keepFailed  bool
+		wantPending []int // line numbers in moved.jsonl
+		wantKept    int
+	}{
+		{name: "failed lines retried", wantPending: []int{1, 4, 5}},
+		{name: "failed lines kept", keepFailed: true, wantPending: []int{1}, wantKept: 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b, err := Load(Config{In: moved, Out: out, KeepFailed: tt.keepFailed})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []int
+			for _, l := range b.pending {
+				got = append(got, l.n)
+			}
+			if !slices.Equal(got, tt.wantPending) || b.kept != tt.wantKept || b.already != 4-len(got)+1 {
+				t.Errorf("pending lines %v, %d already (%d failures kept); want %v, %d (%d)", got, b.already, b.kept, tt.wantPending, 4-len(tt.wantPending)+1, tt.wantKept)
+			}
+			for _, l := range b.pending[1:] {
+				if l.id != l.jobID(1) {
+					t.Errorf("line %d resubmitted as %s, want its second attempt's id %s", l.n, l.id, l.jobID(1))
+				}
+			}
+		})
 	}
 }
 

@@ -6,8 +6,12 @@
 // Batch API line ({"custom_id": ..., "body": {...}}), answered in the matching output format;
 // "stream" is dropped, results are one-shot.
 //
-// Rules: job ids derive from Config.Name, the line's custom_id (or its position) and its body,
-// so the same file resubmitted never runs a job twice within the duplicate window; a rerun
-// skips the lines OUT has, takes the results the pool stored, and submits only the rest. Every
-// job gets exactly one output line.
+// Rules: job ids derive from the line's content — Config.Name (none by default), its custom_id
+// and body, and which copy of identical lines it is — never from IN's path or the line's
+// number, so the same lines resubmitted never run a job twice within the duplicate window, and
+// a file moved or edited keeps its lines' results. A rerun skips the lines OUT has a success
+// for, submits those whose last attempt failed again under the next attempt's id (unless
+// Config.KeepFailed), takes the results the pool stored, and submits only the rest. A line the
+// pool refuses to take (larger than NATS carries) has that refusal as its result. Every job
+// gets exactly one output line per run; [Summary.AllOK] says whether all succeeded.
 package batch

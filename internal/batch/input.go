@@ -19,14 +19,29 @@ func (e *InputError) Unwrap() error { return e.Err }
 
 // line is one input line.
 type line struct {
-	n        int    // 1-based line number in IN
+	n        int    // 1-based line number in IN (for the output only: ids do not depend on it)
 	customID string // Batch API format; "" for a plain request line
 	batchAPI bool
 	body     []byte // the request body sent as the job
-	id       string // job id
+	content  []byte // what its job ids derive from (see jobID)
+	id       string // job id of this run: jobID of the first attempt OUT has no line for
 }
 
-// readLines reads IN: one JSON object per non-empty line. Errors name the line.
+// jobID is the line's job id at attempt a (0 for the first; a rerun gives a line that failed the
+// next): a hash of the batch name, the line's custom_id and body, and which copy of that line it
+// is in IN (see readLines). Neither IN's path nor the line's number is part of it, so a file
+// moved or edited keeps the ids of the lines it still has.
+func (l *line) jobID(attempt int) string {
+	h := sha256.New()
+	h.Write(l.content)
+	if attempt > 0 {
+		fmt.Fprintf(h, "\nretry %d", attempt)
+	}
+	return "b" + hex.EncodeToString(h.Sum(nil)[:20])
+}
+
+// readLines reads IN: one JSON object per non-empty line. Errors name the line. The k-th copy of
+// a line (same custom_id and body) gets its own job: identical prompts are answered separately.
 func readLines(path, name string) ([]line, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -34,6 +49,7 @@ func readLines(path, name string) ([]line, error) {
 	}
 	defer f.Close()
 	var out []line
+	copies := map[string]int{}
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 0, 1<<20), 64<<20)
 	for n := 1; sc.Scan(); n++ {
@@ -44,6 +60,13 @@ func readLines(path, name string) ([]line, error) {
 		l, err := parseLine(raw, n, name)
 		if err != nil {
 			return nil, fmt.Errorf("%s:%d: %w", path, n, err)
+		}
+		if k := copies[string(l.content)]; k > 0 {
+			copies[string(l.content)]++
+			l.content = fmt.Appendf(l.content, "\ncopy %d", k)
+			l.id = l.jobID(0)
+		} else {
+			copies[string(l.content)] = 1
 		}
 		out = append(out, l)
 	}
@@ -56,14 +79,14 @@ func readLines(path, name string) ([]line, error) {
 	return out, nil
 }
 
-// parseLine reads line n of batch name and derives its job id.
+// parseLine reads line n of batch name and derives its first job id.
 func parseLine(raw []byte, n int, name string) (line, error) {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &fields); err != nil || fields == nil {
 		return line{}, errors.New("not a JSON object")
 	}
 	l := line{n: n}
-	key := fmt.Sprintf("line %d", n)
+	key := "request"
 	if body, ok := fields["body"]; ok && fields["custom_id"] != nil {
 		if err := json.Unmarshal(fields["custom_id"], &l.customID); err != nil || l.customID == "" {
 			return l, errors.New(`"custom_id" must be a non-empty string`)
@@ -76,13 +99,14 @@ func parseLine(raw []byte, n int, name string) (line, error) {
 	}
 	delete(fields, "stream") // batch results are one-shot bodies
 	l.body, _ = json.Marshal(fields)
-	sum := sha256.Sum256([]byte(name + "\n" + key + "\n" + string(l.body)))
-	l.id = "b" + hex.EncodeToString(sum[:20])
+	l.content = []byte(name + "\n" + key + "\n" + string(l.body))
+	l.id = l.jobID(0)
 	return l, nil
 }
 
-// doneIDs returns the job ids OUT already has a line for (none when it does not exist).
-func doneIDs(path string) (map[string]bool, error) {
+// readOut returns the job ids OUT already has a line for, each with whether that line is a
+// success (none when OUT does not exist).
+func readOut(path string) (map[string]bool, error) {
 	done := map[string]bool{}
 	if path == "-" {
 		return done, nil
@@ -98,12 +122,25 @@ func doneIDs(path string) (map[string]bool, error) {
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 0, 1<<20), 256<<20)
 	for sc.Scan() {
-		var l struct {
-			ID string `json:"id"`
-		}
+		var l outLine
 		if json.Unmarshal(sc.Bytes(), &l) == nil && l.ID != "" {
-			done[l.ID] = true
+			done[l.ID] = done[l.ID] || l.ok()
 		}
 	}
 	return done, sc.Err()
+}
+
+// outLine is what readOut reads of a result line (see outputLine).
+type outLine struct {
+	ID       string          `json:"id"`
+	CustomID *string         `json:"custom_id"` // set: the Batch API format
+	Status   int             `json:"status"`    // the plain format's
+	Error    json.RawMessage `json:"error"`     // the Batch API format's: null on success
+}
+
+func (l outLine) ok() bool {
+	if l.CustomID != nil {
+		return len(l.Error) == 0 || string(l.Error) == "null"
+	}
+	return l.Status == 200
 }

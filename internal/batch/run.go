@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/codexpool/codexpool/queue/client"
 	"github.com/codexpool/codexpool/schemas"
@@ -53,6 +54,11 @@ func (r *runner) onReply(m *nats.Msg) {
 	} else {
 		r.b.record(l, &client.Reply{Response: m.Data, RequestID: m.Header.Get(schemas.HeaderRequestID)}, nil)
 	}
+	r.wake()
+}
+
+// wake tells the wait loop that a job has its result.
+func (r *runner) wake() {
 	select {
 	case r.got <- struct{}{}:
 	default:
@@ -104,7 +110,8 @@ func (r *runner) wait(ctx context.Context, submitErr <-chan error) error {
 	return nil
 }
 
-// submit publishes every line as a job, a few at a time.
+// submit publishes every line as a job, a few at a time. A line the pool refuses to take (see
+// refusal) gets that as its result; any other failure to submit ends the run.
 func (r *runner) submit(ctx context.Context, lines []*line, inbox string) error {
 	const workers = 8
 	next := atomic.Int64{}
@@ -119,6 +126,11 @@ func (r *runner) submit(ctx context.Context, lines []*line, inbox string) error 
 				}
 				l := lines[i]
 				_, err := r.cl.Submit(ctx, l.body, client.SubmitOptions{ID: l.id, ReplyTo: inbox, Timeout: r.b.cfg.JobTimeout})
+				if e := refusal(err); e != nil {
+					r.b.record(l, nil, e)
+					r.wake()
+					continue
+				}
 				if err != nil {
 					errs <- fmt.Errorf("line %d: %w", l.n, err)
 					return
@@ -136,15 +148,15 @@ func (r *runner) submit(ctx context.Context, lines []*line, inbox string) error 
 func (r *runner) pollStored(ctx context.Context) {
 	const perPoll = 500
 	n := 0
-	for id, l := range r.b.byID {
+	for _, l := range r.b.pending { // not byID: the lines OUT had are done
 		if n >= perPoll || ctx.Err() != nil {
 			return
 		}
-		if r.b.isWritten(id) {
+		if r.b.isWritten(l.id) {
 			continue
 		}
 		n++
-		res, err := r.cl.Result(ctx, id)
+		res, err := r.cl.Result(ctx, l.id)
 		switch {
 		case err == nil:
 			r.b.record(l, res, nil)
@@ -152,4 +164,22 @@ func (r *runner) pollStored(ctx context.Context) {
 			r.b.record(l, nil, err)
 		}
 	}
+}
+
+// refusal is the error of a line the pool refused to take: larger than the NATS server carries
+// (max_payload), or refused by the jobs stream (a 4xx such as its maximum message size). It is
+// nil for every other err: those are not the line's fault, and end the run.
+func refusal(err error) *schemas.Error {
+	var apiErr *jetstream.APIError
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, nats.ErrMaxPayload):
+		return schemas.Errorf(schemas.CodeRequestTooLarge, "batch: the line is larger than the NATS server's max_payload; not submitted")
+	case errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum:
+		return schemas.Errorf(schemas.CodeRequestTooLarge, "batch: the jobs stream refused the line: %s", apiErr.Description)
+	case errors.As(err, &apiErr) && apiErr.Code >= 400 && apiErr.Code < 500:
+		return schemas.Errorf(schemas.CodeInvalidRequest, "batch: the jobs stream refused the line: %s", apiErr.Description)
+	}
+	return nil
 }

@@ -30,8 +30,9 @@ func (g *generator) Generate(_ context.Context, r *schemas.Request, _ func([]byt
 }
 
 // TestRun runs a file through a real pool (embedded NATS with JetStream, a queue.Service):
-// every job gets one line in the matching format, the summary counts them, a rerun submits
-// nothing, and no goroutine of Run outlives it.
+// every job gets one line in the matching format, a line too large to submit is that line's
+// failure (not the run's), the summary counts them, a rerun submits only the failed lines again
+// (none with KeepFailed), and no goroutine of Run outlives it.
 func TestRun(t *testing.T) {
 	ns, err := queue.StartEmbedded("127.0.0.1:0", nil, queue.WithJetStream(t.TempDir()))
 	if err != nil {
@@ -54,12 +55,13 @@ func TestRun(t *testing.T) {
 
 	dir := t.TempDir()
 	in := filepath.Join(dir, "in.jsonl")
+	tooLarge := `{"input":"` + strings.Repeat("x", int(nc.MaxPayload())) + `"}`
 	write(t, in, `{"input":"a"}`+"\n"+`{"input":"b"}`+"\n"+`{"input":"c","model":"fail"}`+"\n"+
-		`{"custom_id":"x","body":{"input":"d"}}`+"\n")
-	run := func() (Summary, string) {
+		`{"custom_id":"x","body":{"input":"d"}}`+"\n"+tooLarge+"\n")
+	run := func(keepFailed bool) (Summary, string) {
 		t.Helper()
 		var progress bytes.Buffer
-		b, err := Load(Config{In: in, Poll: 200 * time.Millisecond, Timeout: time.Minute, Stderr: &progress})
+		b, err := Load(Config{In: in, Poll: 200 * time.Millisecond, Timeout: time.Minute, Stderr: &progress, KeepFailed: keepFailed})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -72,30 +74,42 @@ func TestRun(t *testing.T) {
 		goleak.VerifyNone(t, ignore, goleak.IgnoreTopFunction("github.com/nats-io/nats.go/jetstream.(*pullConsumer).fetch.func1"))
 		return sum, progress.String()
 	}
-	sum, progress := run()
-	if sum.Total != 4 || sum.OK != 3 || sum.Failed != 1 || sum.Already != 0 {
-		t.Errorf("got %+v, want 4 jobs: 3 ok, 1 failed", sum)
+	readOut := func() string {
+		t.Helper()
+		out, err := os.ReadFile(filepath.Join(dir, "in.out.jsonl"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(out)
 	}
-	if !strings.HasPrefix(progress, "batch: 4/4 done, 1 failed, ") || !strings.HasSuffix(progress, " left\n") {
-		t.Errorf("progress %q, want the final line batch: 4/4 done, 1 failed, ... left", progress)
+	sum, progress := run(false)
+	if sum.Total != 5 || sum.OK != 3 || sum.Failed != 2 || sum.Already != 0 || sum.AllOK() {
+		t.Errorf("got %+v, want 5 jobs: 3 ok, 2 failed, not all ok", sum)
 	}
-	out, err := os.ReadFile(filepath.Join(dir, "in.out.jsonl"))
-	if err != nil {
-		t.Fatal(err)
+	if !strings.HasPrefix(progress, "batch: 5/5 done, 2 failed, ") || !strings.HasSuffix(progress, " left\n") {
+		t.Errorf("progress %q, want the final line batch: 5/5 done, 2 failed, ... left", progress)
 	}
-	got := string(out)
+	got := readOut()
 	for _, want := range []string{`"line":1,"response":{"id":"resp_1","output_text":"hi"},"status":200`, `"status":502`,
-		`"custom_id":"x","error":null`} {
+		`"custom_id":"x","error":null`, `"code":"request_too_large"`, `"line":5,"status":413`} {
 		if !strings.Contains(got, want) {
 			t.Errorf("output lacks %s:\n%s", want, got)
 		}
 	}
-	calls := gen.calls.Load()
-	if sum, _ = run(); sum.Already != 4 || sum.OK+sum.Failed != 0 || gen.calls.Load() != calls {
-		t.Errorf("rerun: %+v and %d new generations, want all 4 from the earlier run and none", sum, gen.calls.Load()-calls)
+	if n := strings.Count(got, "\n"); n != 5 {
+		t.Errorf("%d output lines, want 5", n)
 	}
-	if n := strings.Count(got, "\n"); n != 4 {
-		t.Errorf("%d output lines, want 4", n)
+	calls := gen.calls.Load()
+	// A rerun submits the two failed lines again (the "fail" model generates twice: MaxAttempts).
+	if sum, _ = run(false); sum.Already != 3 || sum.OK != 0 || sum.Failed != 2 || gen.calls.Load() != calls+2 {
+		t.Errorf("rerun: %+v and %d new generations, want 3 from the earlier run, the 2 failures again and 2", sum, gen.calls.Load()-calls)
+	}
+	if n := strings.Count(readOut(), "\n"); n != 7 {
+		t.Errorf("%d output lines after the rerun, want 7 (5, and the 2 failed lines again)", n)
+	}
+	calls = gen.calls.Load()
+	if sum, _ = run(true); sum.Already != 5 || sum.AlreadyFailed != 2 || sum.OK+sum.Failed != 0 || gen.calls.Load() != calls || sum.AllOK() {
+		t.Errorf("rerun keeping failures: %+v and %d new generations, want all 5 from earlier runs (2 failed) and none", sum, gen.calls.Load()-calls)
 	}
 }
 
