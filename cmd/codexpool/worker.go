@@ -77,6 +77,9 @@ func newWorkerMain(e env, cfg workerConfig) (*workerMain, error) {
 		return nil, err
 	}
 	m := &workerMain{cfg: cfg, getenv: e.getenv, log: log, url: cfg.NATSURL}
+	if err := checkEnviron(e, "worker", cfg.Accounts, func(msg string) { log.Warn(msg) }); err != nil {
+		return nil, err
+	}
 	if _, err = cfg.security().Options(); err != nil { // the security files, checked before anything starts
 		return nil, err
 	}
