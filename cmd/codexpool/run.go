@@ -51,7 +51,7 @@ Commands:
   gateway  serve the OpenAI Responses API over HTTP in front of the pool (SDKs, Codex CLI)
   config   print the effective settings, each with its source (--example: a sample codexpool.yaml)
   version  print the version
-  help     this text
+  help     this text; 'codexpool help <command>' is that command's --help
 
 Run 'codexpool <command> --help' for a command's flags.
 `
@@ -104,6 +104,9 @@ func (e env) run(ctx context.Context, args []string) error {
 		fmt.Fprintln(stdout, "codexpool", getVersion())
 		return nil
 	case "help", "-h", "--help", "-help":
+		if cmd == "help" && len(rest) > 0 && rest[0] != "help" {
+			return e.run(ctx, []string{rest[0], "--help"}) // codexpool help CMD = codexpool CMD --help
+		}
 		fmt.Fprint(stdout, usage)
 		return nil
 	default:
