@@ -205,9 +205,17 @@ func (c PoolConfig) dial(getenv func(string) string, name, url string) (*nats.Co
 	}
 	nc, err := nats.Connect(url, append(opts, nats.Name(name), nats.Timeout(5*time.Second))...)
 	if err != nil {
-		return nil, fmt.Errorf("connect to NATS at %s: %w%s", queue.RedactURL(url), err, c.authHint(getenv, err))
+		return nil, fmt.Errorf("connect to NATS at %s: %w%s%s", queue.RedactURL(url), err, c.authHint(getenv, err), noServerHint(err))
 	}
 	return nc, nil
+}
+
+// noServerHint says how to get a server when none answered: most likely no worker runs yet.
+func noServerHint(err error) string {
+	if !errors.Is(err, nats.ErrNoServers) {
+		return ""
+	}
+	return " (is a worker running? start one with `codexpool worker`, or set " + envPrefix + "_NATS_URL)"
 }
 
 // authHint says how to get in when a server refused a client that had no credential of its own:

@@ -149,3 +149,23 @@ func TestGatewayWarnsUnknownVariables(t *testing.T) {
 		t.Errorf("stderr:\n%s\nwant it to contain %q", stderr, want)
 	}
 }
+
+// TestClientsWithoutServerSayHowToStartOne: ask, jobs and batch with no NATS server name the
+// command that starts one and the variable that points elsewhere.
+func TestClientsWithoutServerSayHowToStartOne(t *testing.T) {
+	in := filepath.Join(t.TempDir(), "in.jsonl")
+	if err := os.WriteFile(in, []byte(`{"input":"hi"}`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const hint = "nats: no servers available for connection (is a worker running? start one with `codexpool worker`, or set CODEXPOOL_NATS_URL)"
+	for _, args := range [][]string{
+		{"ask", "hi"}, {"jobs"}, {"batch", in, "-o", filepath.Join(t.TempDir(), "out.jsonl")},
+	} {
+		t.Run(args[0], func(t *testing.T) {
+			stderr, err := runWithEnviron(t, args, map[string]string{"CODEXPOOL_NATS_URL": "nats://127.0.0.1:1", "XDG_STATE_HOME": t.TempDir()})
+			if err == nil || !strings.Contains(err.Error(), hint) {
+				t.Fatalf("got %v, want it to end with the hint %q\n%s", err, hint, stderr)
+			}
+		})
+	}
+}
