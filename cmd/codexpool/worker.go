@@ -300,7 +300,10 @@ func (m *workerMain) joinEmbedded(credPath string, listenErr error) error {
 			nats.NoReconnect(), nats.Name("codexpool worker "+m.cfg.id()))
 		if err == nil {
 			nc.Close()
-			m.url = auth.URL(url)
+			m.url = url // on loopback, connect presents the credential on its own
+			if host, _, _ := net.SplitHostPort(loopbackAddr(m.cfg.EmbeddedNATSAddr)); !isLoopback(host) {
+				m.url = auth.URL(url)
+			}
 			m.log.Info("joined the embedded NATS server at "+url+" (another worker's: it serves as long as that one runs)",
 				"url", url, "password_file", credPath)
 			return nil
@@ -323,6 +326,12 @@ func loopbackAddr(addr string) string {
 		host = "127.0.0.1"
 	}
 	return net.JoinHostPort(host, port)
+}
+
+// isLoopback reports whether host is this machine's loopback.
+func isLoopback(host string) bool {
+	ip := net.ParseIP(host)
+	return host == "localhost" || ip != nil && ip.IsLoopback()
 }
 
 func (m *workerMain) connect(ctx context.Context) (func(), error) {
