@@ -61,6 +61,7 @@ type Server struct {
 	c        counters
 	aborts   abortLog
 	last     lastRequests
+	caches   promptCaches
 	ids      atomic.Uint64 // response ids
 	done     chan struct{} // closed by Close
 }

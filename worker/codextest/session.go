@@ -167,6 +167,10 @@ func (s *Server) begin(acct *account, req *genRequest, sse bool, now time.Time) 
 	if err != nil {
 		return nil, badRequestEvent(err.Error())
 	}
+	t, err := readTurn(req)
+	if err != nil {
+		return nil, badRequestEvent(err.Error())
+	}
 	s.c.responses.Add(1)
 	if sse {
 		s.c.sse.Add(1)
@@ -181,8 +185,10 @@ func (s *Server) begin(acct *account, req *genRequest, sse bool, now time.Time) 
 		s.c.faults.Add(1)
 		s.logf("codextest: response fault %s", p.fault)
 	}
-	id := strconv.FormatUint(s.ids.Add(1), 16)
-	steps := buildSteps(p, req, promptOfInput(req.Input), "resp_sim"+id, "msg_sim"+id, now)
+	if !s.opts.NoPromptCache {
+		t.cached = s.caches.of(acct.name()).lookup(serializedInput(req))
+	}
+	steps := buildSteps(p, req, t, strconv.FormatUint(s.ids.Add(1), 16), now)
 	if len(usage) > 0 {
 		info := step{op: opInfo, name: evRateLimits, raw: rateLimitsJSON(acct.planType(), usage)}
 		steps = append([]step{info}, steps...)
@@ -201,7 +207,7 @@ func (s *Server) completed(acct *account) {
 // plan resolves a response's settings: Options, overridden by metadata sim_latency_ms,
 // sim_ttft_ms, sim_words and sim_fault; without sim_fault, the next queued response fault.
 func (s *Server) plan(md map[string]string) (plan, error) {
-	p := plan{latency: s.opts.Latency, ttft: s.opts.TTFT, words: s.opts.words()}
+	p := plan{latency: s.opts.Latency, ttft: s.opts.TTFT, words: s.opts.words(), calls: s.opts.ToolCalls}
 	ms := func(key string, d *time.Duration) error {
 		v, ok := md[key]
 		if !ok {
