@@ -49,6 +49,20 @@ func ParseToolCall(s string) (ToolCall, error) {
 	return tc, nil
 }
 
+// validateToolCalls checks Options.ToolCalls: each has a name and, if any, object arguments.
+func validateToolCalls(calls []ToolCall) error {
+	for i, c := range calls {
+		var obj map[string]any
+		if c.Name == "" || strings.ContainsAny(c.Name, " ]") {
+			return fmt.Errorf("ToolCalls[%d]: bad name %q", i, c.Name)
+		}
+		if c.Arguments != "" && json.Unmarshal([]byte(c.Arguments), &obj) != nil {
+			return fmt.Errorf("ToolCalls[%d]: Arguments are not a JSON object", i)
+		}
+	}
+	return nil
+}
+
 // toolDirectives returns the calls text's directives ask for, in order.
 func toolDirectives(text string) ([]ToolCall, error) {
 	var calls []ToolCall

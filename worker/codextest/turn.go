@@ -59,12 +59,12 @@ func (t *turn) readItems(items []inputItem) error {
 		case "function_call_output":
 			name, ok := calls[it.CallID]
 			if !ok {
-				return fmt.Errorf("No tool call found for function call output with call_id %s.", it.CallID)
+				return fmt.Errorf("no tool call found for function call output with call_id %s", it.CallID)
 			}
 			t.results = append(t.results, toolResult{callID: it.CallID, name: name, output: outputText(it.Output)})
 		case "reasoning":
 			if it.EncryptedContent != nil && !issuedEncrypted(*it.EncryptedContent) {
-				return fmt.Errorf("The encrypted content %.20q could not be verified.", *it.EncryptedContent)
+				return fmt.Errorf("the encrypted content %.20q could not be verified", *it.EncryptedContent)
 			}
 		}
 	}
