@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -200,9 +201,44 @@ func TestSimHelpListsEveryFlag(t *testing.T) {
 	help := stdout.String() + stderr.String()
 	for _, f := range []string{"addr", "accounts", "write-login", "latency", "ttft", "words", "upgrade-rate",
 		"upgrade-burst", "retry-after", "max-conns", "max-conn-age", "token", "token-lifetime",
-		"refresh-latency", "ws-off"} {
+		"refresh-latency", "ws-off", "tool-call", "no-prompt-cache"} {
 		if !strings.Contains(help, "\n  -"+f+" ") && !strings.Contains(help, "\n  -"+f+"\n") {
 			t.Errorf("sim --help does not list -%s:\n%s", f, help)
 		}
+	}
+}
+
+// TestBindSimToolFlags: --tool-call parses into Options.ToolCalls (repeatable, in order), bad
+// values fail naming the problem, and --no-prompt-cache sets NoPromptCache.
+func TestBindSimToolFlags(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		want    []codextest.ToolCall
+		noCache bool
+		wantErr string
+	}{
+		{name: "two calls", args: []string{`--tool-call=name=Bash args={"command":"ls"}`, "--tool-call=name=Read", "--no-prompt-cache"},
+			want: []codextest.ToolCall{{Name: "Bash", Arguments: `{"command":"ls"}`}, {Name: "Read"}}, noCache: true},
+		{name: "bad args", args: []string{"--tool-call=name=Bash args=[1]"}, wantErr: "JSON object"},
+		{name: "no name", args: []string{"--tool-call=Bash"}, wantErr: "name=NAME"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var o codextest.Options
+			fs := flag.NewFlagSet("sim", flag.ContinueOnError)
+			fs.SetOutput(&bytes.Buffer{})
+			bindSimToolFlags(fs, &o)
+			err := fs.Parse(tt.args)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("Parse(%q) = %v, want an error containing %q", tt.args, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || !slices.Equal(o.ToolCalls, tt.want) || o.NoPromptCache != tt.noCache {
+				t.Errorf("Parse(%q): %v, ToolCalls %+v NoPromptCache %v; want %+v %v", tt.args, err, o.ToolCalls, o.NoPromptCache, tt.want, tt.noCache)
+			}
+		})
 	}
 }
