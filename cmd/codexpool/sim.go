@@ -51,8 +51,9 @@ is answered with a function_call output item (call_id, name, arguments streamed 
 response.function_call_arguments.delta/done); several directives = parallel calls. The name must
 be declared in the request's tools, else the answer is text saying so. --tool-call 'name=Bash
 args={...}' (repeatable) makes the same calls for every request without a directive. A request
-whose input sends function_call_output items back (after its last user message, each with its
-function_call) is answered with text quoting them: "Tool Bash returned: <output>".
+whose input sends function_call_output items back (each with its function_call; no assistant
+message and no user message with a directive after them) is answered with text quoting them:
+"Tool Bash returned: <output>".
 Reasoning: with "include": ["reasoning.encrypted_content"] the answer starts with a reasoning
 item (summary streamed, opaque encrypted_content, usage reasoning_tokens); sending the item back
 is accepted, forged encrypted_content is refused.

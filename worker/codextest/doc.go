@@ -34,9 +34,10 @@
 //     message (or, without one, each of Options.ToolCalls) becomes a function_call output item
 //     (call_id, name, arguments streamed as response.function_call_arguments.delta/done) — several
 //     are parallel calls; the name must be declared in the request's tools, else the answer is
-//     text saying so. Input that sends function_call_output items back after the last user message
-//     (each after its function_call; an unknown call_id is a 400) is answered with the text
-//     "Tool NAME returned: OUTPUT", a line per output;
+//     text saying so. Input that sends function_call_output items back (each after its function_call;
+//     an unknown call_id is a 400), with no assistant message and no user message with a
+//     directive after them, is answered with the text "Tool NAME returned: OUTPUT", a line per
+//     output;
 //   - reasoning: with include ["reasoning.encrypted_content"] the answer starts with a reasoning
 //     item (its summary streamed, an opaque encrypted_content, output_tokens_details.
 //     reasoning_tokens); reasoning items sent back must carry content the server issued (else 400);

@@ -16,7 +16,8 @@ import (
 //
 // one function_call output item per directive (several = parallel calls), or, without a
 // directive, with Options.ToolCalls. A request whose input carries function_call_output items
-// after its last user message is answered with text quoting them instead, which ends the loop.
+// not yet answered (no assistant message and no user message with a directive after them) is
+// answered with text quoting them instead, which ends the loop.
 
 // A ToolCall is a function call the server answers with.
 type ToolCall struct {

@@ -152,6 +152,16 @@ func readResponseOf(t *testing.T, c *websocket.Conn, frame []byte) []event {
 	return readResponse(t, c)
 }
 
+var (
+	bashCall = map[string]any{"type": "function_call", "call_id": "call_1", "name": "Bash", "arguments": "{}"}
+	bashOut  = map[string]any{"type": "function_call_output", "call_id": "call_1", "output": "out"}
+)
+
+func assistantMsg(text string) map[string]any {
+	return map[string]any{"type": "message", "role": "assistant",
+		"content": []any{map[string]any{"type": "output_text", "text": text}}}
+}
+
 func TestToolCallAnswers(t *testing.T) {
 	bash := `[sim:tool name=Bash args={"command":"ls"}]`
 	tests := []struct {
@@ -170,6 +180,12 @@ func TestToolCallAnswers(t *testing.T) {
 			tools: []string{"Bash"}, wantCalls: []string{"Bash"}},
 		{name: "directive only in an earlier user message", input: []any{userMsg(bash), userMsg("thanks")},
 			tools: []string{"Bash"}, wantText: Answer(bash+"thanks", 3)},
+		{name: "results followed by a reminder are still answered", input: []any{userMsg(bash), bashCall, bashOut, userMsg("<reminder>")},
+			tools: []string{"Bash"}, wantText: "Tool Bash returned: out"},
+		{name: "answered results, then a new ask", input: []any{userMsg(bash), bashCall, bashOut, assistantMsg("Tool Bash returned: out"), userMsg(bash)},
+			tools: []string{"Bash"}, wantCalls: []string{"Bash"}},
+		{name: "answered results, default call again", opts: Options{ToolCalls: []ToolCall{{Name: "Bash"}}},
+			input: []any{userMsg("go"), bashCall, bashOut, assistantMsg("done"), userMsg("again")}, tools: []string{"Bash"}, wantCalls: []string{"Bash"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -4,13 +4,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // A turn is what one response.create asks for, read from its input, tools and include.
 type turn struct {
 	prompt    string          // PromptOf the input: the seed of Answer
 	lastUser  string          // the text of the last user message, where tool directives are read
-	results   []toolResult    // function_call_output items after the last user message
+	results   []toolResult    // function_call_output items not yet answered (see message)
 	tools     map[string]bool // the function names the request declares
 	reasoning bool            // include asks for reasoning.encrypted_content
 	cached    float64         // the share of the serialized input found in the prompt cache
@@ -51,9 +52,7 @@ func (t *turn) readItems(items []inputItem) error {
 	for _, it := range items {
 		switch it.Type {
 		case "", "message":
-			if it.Role == "user" || it.Role == "" {
-				t.lastUser, t.results = messageText(it.Content), nil
-			}
+			t.message(it)
 		case "function_call":
 			calls[it.CallID] = it.Name
 		case "function_call_output":
@@ -69,6 +68,21 @@ func (t *turn) readItems(items []inputItem) error {
 		}
 	}
 	return nil
+}
+
+// message reads a message item. The tool results gathered so far are answered once the model
+// has answered them with text (an assistant message) or the user asks again (a user message
+// with a directive): a user message without one, such as the reminders some agents send with
+// their tool results, keeps them.
+func (t *turn) message(it inputItem) {
+	if it.Role == "assistant" {
+		t.results = nil
+		return
+	}
+	t.lastUser = messageText(it.Content)
+	if strings.Contains(t.lastUser, toolDirective) {
+		t.results = nil
+	}
 }
 
 // messageText is the text of a message item's content: a string, or its input_text parts.
