@@ -242,3 +242,86 @@ func TestBindSimToolFlags(t *testing.T) {
 		})
 	}
 }
+
+// startSim runs `codexpool sim` with args until the test ends and returns its WebSocket origin
+// and control URLs, as printed.
+func startSim(t *testing.T, args ...string) (origin, control string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var stdout, stderr testutil.SyncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, append([]string{"sim", "--addr", "127.0.0.1:0"}, args...), func(string) string { return "" }, strings.NewReader(""), &stdout, &stderr)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("sim: %v", err)
+		}
+	})
+	re := regexp.MustCompile(`origin (ws://\S+)\n(?s:.*)control (\S+)/stats`)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if m := re.FindStringSubmatch(stdout.String()); m != nil {
+			return m[1], m[2]
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("sim exited: %v\n%s", err, stderr.String())
+		case <-time.After(10 * time.Millisecond): // polling interval
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no URLs printed: %q", stdout.String())
+		}
+	}
+}
+
+// TestSimToolCallAndOverload runs `codexpool sim --tool-call`: a request declaring the tool is
+// answered with that function call; after POST /_sim/fault?kind=overloaded the next response
+// ends with the in-stream server_is_overloaded error.
+func TestSimToolCallAndOverload(t *testing.T) {
+	origin, control := startSim(t, `--tool-call=name=Bash args={"command":"echo hi > f.txt"}`)
+	c, _, err := websocket.DefaultDialer.Dial(origin, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	frame := `{"type":"response.create","model":"m","input":"hi","tools":[{"type":"function","name":"Bash"}]}`
+	last := func() map[string]any {
+		t.Helper()
+		if err := c.WriteMessage(websocket.TextMessage, []byte(frame)); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			_, data, err := c.ReadMessage()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ev map[string]any
+			json.Unmarshal(data, &ev)
+			switch ev["type"] {
+			case "response.completed", "response.failed", "error":
+				return ev
+			}
+		}
+	}
+	ev := last()
+	out, _ := ev["response"].(map[string]any)["output"].([]any)
+	if len(out) != 1 || out[0].(map[string]any)["name"] != "Bash" || out[0].(map[string]any)["arguments"] != `{"command":"echo hi > f.txt"}` {
+		t.Fatalf("response.completed output %v, want the --tool-call Bash call", out)
+	}
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Post(control+"/fault?n=1&kind=overloaded", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST /_sim/fault: %d", resp.StatusCode)
+	}
+	if ev := last(); ev["type"] != "error" || ev["error"].(map[string]any)["code"] != "server_is_overloaded" {
+		t.Errorf("after the overloaded fault: %v, want the server_is_overloaded error event", ev)
+	}
+}
