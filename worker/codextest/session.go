@@ -149,7 +149,8 @@ func (sc *session) frame(g *generation, data []byte, timer *time.Timer) (*genera
 
 // begin starts a response for acct (nil without accounts) at now, over HTTP streaming when sse:
 // an exhausted account is refused with usage_limit_reached (before any fault is drawn), bad
-// metadata with an invalid_request error; otherwise the response is counted and its timed steps
+// metadata or input (an unknown call_id, foreign encrypted_content) with an invalid_request
+// error; otherwise the response is counted and its timed steps
 // returned, led by a codex.rate_limits event when the account has usage windows.
 func (s *Server) begin(acct *account, req *genRequest, sse bool, now time.Time) ([]step, *errorEvent) {
 	var usage []WindowStats
@@ -163,11 +164,11 @@ func (s *Server) begin(acct *account, req *genRequest, sse bool, now time.Time) 
 		}
 		usage = u
 	}
-	p, err := s.plan(req.Metadata)
+	t, err := readTurn(req) // before plan, so that a refused request draws no queued fault
 	if err != nil {
 		return nil, badRequestEvent(err.Error())
 	}
-	t, err := readTurn(req)
+	p, err := s.plan(req.Metadata)
 	if err != nil {
 		return nil, badRequestEvent(err.Error())
 	}

@@ -211,12 +211,19 @@ func TestToolCallAnswers(t *testing.T) {
 	}
 }
 
+// TestToolOutputWithoutCallRefused: a function_call_output without its function_call is a 400
+// naming the call_id, and the refusal draws no queued fault.
 func TestToolOutputWithoutCallRefused(t *testing.T) {
 	s := newServer(t, Options{})
+	s.Faults.Next(AtResponse, 1, FaultFailed)
+	c := mustDial(t, s)
 	out := map[string]any{"type": "function_call_output", "call_id": "call_nope", "output": "x"}
-	evs := readResponseOf(t, mustDial(t, s), toolFrame([]any{userMsg("hi"), out}, nil, nil))
+	evs := readResponseOf(t, c, toolFrame([]any{userMsg("hi"), out}, nil, nil))
 	if e := evs[0]; e.typ() != evError || e.get("status") != 400.0 || !strings.Contains(e.get("error.message").(string), "call_nope") {
 		t.Errorf("got %s, want a 400 error naming the call_id", e.raw)
+	}
+	if evs := readResponseOf(t, c, createFrame("hi", nil)); evs[len(evs)-1].typ() != evFailed {
+		t.Errorf("next response ends with %s, want the queued failure", evs[len(evs)-1].raw)
 	}
 }
 
