@@ -35,6 +35,7 @@ func TestPromptCachePerAccount(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := newServer(t, tt.opts)
+			var sumIn, sumCached int64
 			for i, st := range tt.steps {
 				c, _, err := dial(t, s.URL, bearer(st.token))
 				if err != nil {
@@ -46,6 +47,10 @@ func TestPromptCachePerAccount(t *testing.T) {
 				if (cached > 0) != st.wantCached || cached > in {
 					t.Errorf("step %d (%s): cached_tokens %v of %v, want cached %v", i, st.token, cached, in, st.wantCached)
 				}
+				sumIn, sumCached = sumIn+int64(in), sumCached+int64(cached)
+			}
+			if st := s.Stats(); st.InputTokens != sumIn || st.CachedTokens != sumCached {
+				t.Errorf("Stats input %d cached %d, want the usage sums %d and %d", st.InputTokens, st.CachedTokens, sumIn, sumCached)
 			}
 		})
 	}
@@ -82,5 +87,26 @@ func TestPromptCacheBounded(t *testing.T) {
 	}
 	if c.lookup(first) != 0 {
 		t.Error("the oldest prefix survived a full cache of newer ones")
+	}
+}
+
+func TestAccountStatsCountTokens(t *testing.T) {
+	long := strings.Repeat("a long shared conversation prefix ", 40)
+	s := newServer(t, Options{Accounts: []Account{{Name: "a", Token: "tok-a"}, {Name: "b", Token: "tok-b"}}})
+	for _, tok := range []string{"tok-a", "tok-a", "tok-b"} {
+		c, _, err := dial(t, s.URL, bearer(tok))
+		if err != nil {
+			t.Fatal(err)
+		}
+		readResponseOf(t, c, createFrame(long, nil))
+	}
+	st := s.Stats()
+	a, b := st.Accounts["a"], st.Accounts["b"]
+	if a.CachedTokens == 0 || b.CachedTokens != 0 || a.InputTokens != 2*b.InputTokens || st.CachedTokens != a.CachedTokens {
+		t.Errorf("accounts a %+v b %+v, server cached %d; want only a's repeat cached", a, b, st.CachedTokens)
+	}
+	s.ResetStats()
+	if st := s.Stats(); st.InputTokens != 0 || st.Accounts["a"].CachedTokens != 0 {
+		t.Errorf("after ResetStats: %+v", st)
 	}
 }

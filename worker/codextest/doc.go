@@ -71,7 +71,8 @@
 // every refresh token is single-use, and reusing one answers refresh_token_reused and revokes its
 // whole family. [Faults.Refresh] makes the endpoint slow, failing, garbled or buggy.
 //
-// Counters are read with [Server.Stats]; [Server.WaitAborts] waits for clients that gave up
+// Counters are read with [Server.Stats] (InputTokens, CachedTokens and ToolCalls sum the usage
+// and function calls of the responses started, per account too); [Server.WaitAborts] waits for clients that gave up
 // mid-response. The same controls are served over HTTP under ControlURL (GET stats, accounts,
 // login; POST reject, limit, fault, refresh_fault, usage, ws, reset, close_clients), for
 // `codexpool sim`.

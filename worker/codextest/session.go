@@ -190,6 +190,10 @@ func (s *Server) begin(acct *account, req *genRequest, sse bool, now time.Time) 
 		t.cached = s.caches.of(acct.name()).lookup(serializedInput(req))
 	}
 	steps := buildSteps(p, req, t, strconv.FormatUint(s.ids.Add(1), 16), now)
+	s.c.tokens.add(steps)
+	if acct != nil {
+		acct.c.tokens.add(steps)
+	}
 	if len(usage) > 0 {
 		info := step{op: opInfo, name: evRateLimits, raw: rateLimitsJSON(acct.planType(), usage)}
 		steps = append([]step{info}, steps...)

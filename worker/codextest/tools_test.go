@@ -201,6 +201,9 @@ func TestToolCallAnswers(t *testing.T) {
 					t.Errorf("call %d out of order in response.output", i)
 				}
 			}
+			if got := s.Stats().ToolCalls; got != int64(len(tt.wantCalls)) {
+				t.Errorf("Stats.ToolCalls %d, want %d", got, len(tt.wantCalls))
+			}
 			if !slices.Equal(names, tt.wantCalls) || len(ids) != len(names) {
 				t.Errorf("calls %v (%d distinct call_ids), want %v", names, len(ids), tt.wantCalls)
 			}
