@@ -90,3 +90,6 @@ func (u poolUsage) chat() *Usage {
 		CompletionTokensDetails: CompletionTokensDetails{u.OutputTokensDetails.ReasoningTokens},
 	}
 }
+
+// JSON returns the chunk's JSON, with <, > and & as they are (the text as the origin sent it).
+func (c *Chunk) JSON() []byte { return mustMarshal(c) }

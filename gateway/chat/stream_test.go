@@ -46,7 +46,7 @@ func translate(t *testing.T, name string) []byte {
 	for sc.Scan() {
 		for _, ch := range s.Event(sc.Bytes()) {
 			out.WriteString("data: ")
-			out.Write(mustMarshal(ch))
+			out.Write(ch.JSON())
 			out.WriteString("\n")
 		}
 		c.Event(sc.Bytes())
