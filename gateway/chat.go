@@ -64,6 +64,20 @@ func chatRefusal(err error) *apiError {
 	return newAPIError(http.StatusBadRequest, schemas.CodeInvalidRequest, re.Param, msg)
 }
 
+// codeContextLength is OpenAI's code for a conversation over the model's context window, which
+// chat clients read to trim or summarise their history instead of retrying.
+const codeContextLength schemas.Code = "context_length_exceeded"
+
+// chatPoolError is poolError with a context overflow at the origin answered as OpenAI does on
+// this API: 400 invalid_request_error, code context_length_exceeded, param messages.
+func (g *Gateway) chatPoolError(ctx context.Context, err error) *apiError {
+	a := g.poolError(ctx, err)
+	if a.UpstreamCode == string(codeContextLength) {
+		a.Status, a.Type, a.Code, a.Param = http.StatusBadRequest, openAIType(http.StatusBadRequest), codeContextLength, "messages"
+	}
+	return a
+}
+
 // chatID is the chat completion id of the gateway's request id.
 func chatID(id string) string { return "chatcmpl-" + id }
 
@@ -77,7 +91,7 @@ func (g *Gateway) chatOneShot(ctx context.Context, w http.ResponseWriter, req *c
 	// The pool reports an incomplete response as an error after its terminal event: the client
 	// gets the answer with finish_reason "length".
 	if err != nil && !c.Done() {
-		a := g.poolError(ctx, err)
+		a := g.chatPoolError(ctx, err)
 		a.write(w)
 		return failed(a)
 	}
@@ -162,7 +176,7 @@ func (g *Gateway) endChatStream(ctx context.Context, w http.ResponseWriter, sw *
 	case err == nil:
 		return ok(http.StatusOK)
 	}
-	a := g.poolError(ctx, err)
+	a := g.chatPoolError(ctx, err)
 	if !sw.started {
 		a.write(w)
 		return failed(a)

@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"net/http"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/codexpool/codexpool/gateway/chat"
+	"github.com/codexpool/codexpool/schemas"
 	"github.com/codexpool/codexpool/worker/codextest"
 )
 
@@ -295,5 +297,42 @@ func TestChatMethod(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != http.MethodPost {
 		t.Errorf("status %d Allow %q, want 405 POST", resp.StatusCode, resp.Header.Get("Allow"))
+	}
+}
+
+// A conversation over the origin's context window is OpenAI's 400 context_length_exceeded on
+// this path, so chat clients trim their history instead of retrying.
+func TestChatContextLength(t *testing.T) {
+	for _, stream := range []bool{false, true} {
+		t.Run(map[bool]string{false: "one-shot", true: "stream"}[stream], func(t *testing.T) {
+			p := newPool(t, poolOptions{gen: genFunc(func(context.Context, *schemas.Request, func([]byte) error) ([]byte, error) {
+				return nil, &schemas.Error{Status: http.StatusBadRequest, Code: schemas.CodeUpstreamError, UpstreamCode: "context_length_exceeded",
+					Message: "codex: origin error: Your input exceeds the context window of this model."}
+			})})
+			c := sdk(t, p, key, option.WithMaxRetries(2))
+			ps := chatParams(openai.UserMessage("a very long conversation"))
+			var err error
+			if stream {
+				s := c.Chat.Completions.NewStreaming(ctxT(t, waitTimeout), ps)
+				for s.Next() {
+					t.Errorf("got a chunk %+v, want none", s.Current())
+				}
+				err = s.Err()
+			} else {
+				_, err = c.Chat.Completions.New(ctxT(t, waitTimeout), ps)
+			}
+			var apiErr *openai.Error
+			if !errors.As(err, &apiErr) {
+				t.Fatalf("got %v, want an *openai.Error", err)
+			}
+			if apiErr.StatusCode != http.StatusBadRequest || apiErr.Type != "invalid_request_error" ||
+				apiErr.Code != "context_length_exceeded" || apiErr.Param != "messages" || !strings.Contains(apiErr.Message, "context window") {
+				t.Errorf("got %d %s %s param %q message %q, want 400 invalid_request_error context_length_exceeded messages with the origin's message",
+					apiErr.StatusCode, apiErr.Type, apiErr.Code, apiErr.Param, apiErr.Message)
+			}
+			if got := p.hits.Load(); got != 1 {
+				t.Errorf("%d requests reached the gateway, want 1", got)
+			}
+		})
 	}
 }
