@@ -18,7 +18,8 @@
 // false). tool_choice, parallel_tool_calls, reasoning_effort (reasoning.effort), verbosity and
 // response_format (text.format) are mapped; prompt_cache_key is kept. Every other field is
 // dropped: temperature, top_p, max_tokens, max_completion_tokens, metadata, stream_options, user,
-// n, stop, … — the Codex backend refuses or ignores them.
+// stop, … — the Codex backend refuses or ignores them. An n other than 1 is refused: the pool
+// answers with one choice.
 //
 // Call ids longer than 64 characters are shortened to their first 47 characters, "_" and 16 hex
 // digits of their SHA-256; tool names longer than 64 characters to "mcp__<last part>" for MCP

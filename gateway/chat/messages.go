@@ -186,7 +186,9 @@ func (n names) assistantItems(m message, at string) ([]json.RawMessage, error) {
 	for j, p := range ps {
 		switch p.Type {
 		case "text":
-			content = append(content, mustMarshal(textPart{"output_text", p.Text}))
+			if p.Text != "" { // clients send "content": "" beside tool_calls
+				content = append(content, mustMarshal(textPart{"output_text", p.Text}))
+			}
 		case "refusal":
 			content = append(content, mustMarshal(textPart{"output_text", p.Refusal}))
 		default:

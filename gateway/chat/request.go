@@ -49,6 +49,7 @@ type chatRequest struct {
 	Verbosity       string          `json:"verbosity"`
 	ResponseFormat  json.RawMessage `json:"response_format"`
 	PromptCacheKey  string          `json:"prompt_cache_key"`
+	N               *int            `json:"n"`
 }
 
 // poolRequest is the Responses body sent to the pool.
@@ -79,6 +80,9 @@ func Translate(body []byte) (*Request, error) {
 	var cr chatRequest
 	if err := json.Unmarshal(body, &cr); err != nil {
 		return nil, refuse("", "the body is not a Chat Completions request: %v", err)
+	}
+	if cr.N != nil && *cr.N != 1 {
+		return nil, refuse("n", "must be 1: the pool answers with one choice")
 	}
 	if len(cr.Messages) == 0 {
 		return nil, refuse("messages", "must be a non-empty array of messages")
