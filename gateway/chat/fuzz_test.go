@@ -3,6 +3,7 @@ package chat
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -69,4 +70,27 @@ func checkToolCalls(t *testing.T, ch Chunk, opened *int) {
 			}
 		}
 	}
+}
+
+// FuzzTranslate: any body is translated or refused with a *RequestError, never a panic, and a
+// translation is a JSON object with a non-empty input array, as the pool requires.
+func FuzzTranslate(f *testing.F) {
+	f.Add([]byte(goldenRequest))
+	f.Add([]byte(`{"messages":[{"role":"assistant","tool_calls":[{"id":"c","function":{"name":"f"}}]},{"role":"tool","tool_call_id":"c","content":[{"type":"text","text":"x"}]}],"tool_choice":{"type":"function","function":{"name":"f"}},"response_format":{"type":"json_schema","json_schema":{"name":"s"}}}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		req, err := Translate(body)
+		if err != nil {
+			var re *RequestError
+			if !errors.As(err, &re) {
+				t.Fatalf("error %v is not a *RequestError", err)
+			}
+			return
+		}
+		var out struct {
+			Input []json.RawMessage `json:"input"`
+		}
+		if err := json.Unmarshal(req.Body, &out); err != nil || len(out.Input) == 0 {
+			t.Fatalf("body %s: %v, want a JSON object with input items", req.Body, err)
+		}
+	})
 }
