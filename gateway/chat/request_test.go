@@ -40,6 +40,9 @@ func TestTranslate(t *testing.T) {
 		{"empty assistant text beside tool calls dropped",
 			`{"messages":[{"role":"user","content":"x"},{"role":"assistant","content":"","tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]}]}`,
 			`{"instructions":"","input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"x"}]},{"type":"function_call","call_id":"c","name":"f","arguments":"{}"}]}`},
+		{"allowed_tools choice",
+			`{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":{"type":"allowed_tools","allowed_tools":{"mode":"required","tools":[{"type":"function","function":{"name":"f"}}]}}}`,
+			`{"instructions":"","input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"x"}]}],"tools":[{"type":"function","name":"f","parameters":{"type":"object","properties":{}},"strict":false}],"tool_choice":{"type":"allowed_tools","mode":"required","tools":[{"type":"function","name":"f"}]}}`},
 		{"json_object format",
 			`{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}}`,
 			`{"instructions":"","input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"x"}]}],"text":{"format":{"type":"json_object"}}}`},
@@ -85,6 +88,8 @@ func TestTranslateRefuses(t *testing.T) {
 		{"unnamed function tool", `{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{}}]}`, "tools[0].function.name"},
 		{"unknown tool_choice", `{"messages":[{"role":"user","content":"x"}],"tool_choice":"any"}`, "tool_choice"},
 		{"tool_choice object without a name", `{"messages":[{"role":"user","content":"x"}],"tool_choice":{"type":"function"}}`, "tool_choice"},
+		{"allowed_tools without tools", `{"messages":[{"role":"user","content":"x"}],"tool_choice":{"type":"allowed_tools","allowed_tools":{"mode":"auto","tools":[]}}}`, "tool_choice.allowed_tools"},
+		{"allowed_tools with an unnamed tool", `{"messages":[{"role":"user","content":"x"}],"tool_choice":{"type":"allowed_tools","allowed_tools":{"mode":"auto","tools":[{"type":"function"}]}}}`, "tool_choice.allowed_tools.tools[0]"},
 		{"unknown response_format", `{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"xml"}}`, "response_format.type"},
 		{"json_schema without a name", `{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{}}}`, "response_format.json_schema"},
 	}

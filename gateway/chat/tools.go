@@ -81,16 +81,54 @@ func (n names) toolChoice(tc json.RawMessage) (json.RawMessage, error) {
 		return nil, refuse("tool_choice", "must be auto, none, required or a function, not %q", s)
 	}
 	var f struct {
+		Type     string   `json:"type"`
+		Function named    `json:"function"`
+		Allowed  *allowed `json:"allowed_tools"`
+	}
+	switch {
+	case json.Unmarshal(tc, &f) != nil:
+	case f.Type == "function" && f.Function.Name != "":
+		return mustMarshal(namedChoice{"function", n.upstream(f.Function.Name)}), nil
+	case f.Type == "allowed_tools" && f.Allowed != nil:
+		return n.allowedTools(f.Allowed)
+	}
+	return nil, refuse("tool_choice", `must be auto, none, required, {"type":"function","function":{"name":...}} or allowed_tools`)
+}
+
+type named struct {
+	Name string `json:"name"`
+}
+
+// namedChoice is a Responses function tool choice, and an allowed tool.
+type namedChoice struct {
+	Type string `json:"type"`
+	Name string `json:"name"`
+}
+
+// allowed is tool_choice.allowed_tools.
+type allowed struct {
+	Mode  string `json:"mode"`
+	Tools []struct {
 		Type     string `json:"type"`
-		Function struct {
-			Name string `json:"name"`
-		} `json:"function"`
+		Function named  `json:"function"`
+	} `json:"tools"`
+}
+
+// allowedTools maps {mode, tools:[{type:function,function:{name}}]} to the Responses shape.
+func (n names) allowedTools(a *allowed) (json.RawMessage, error) {
+	out := struct {
+		Type  string        `json:"type"`
+		Mode  string        `json:"mode"`
+		Tools []namedChoice `json:"tools"`
+	}{Type: "allowed_tools", Mode: a.Mode}
+	for i, t := range a.Tools {
+		if t.Type != "function" || t.Function.Name == "" {
+			return nil, refuse(fmt.Sprintf("tool_choice.allowed_tools.tools[%d]", i), "must be a named function")
+		}
+		out.Tools = append(out.Tools, namedChoice{"function", n.upstream(t.Function.Name)})
 	}
-	if json.Unmarshal(tc, &f) != nil || f.Type != "function" || f.Function.Name == "" {
-		return nil, refuse("tool_choice", `must be auto, none, required or {"type":"function","function":{"name":...}}`)
+	if (a.Mode != "auto" && a.Mode != "required") || len(out.Tools) == 0 {
+		return nil, refuse("tool_choice.allowed_tools", "needs mode auto or required and at least one tool")
 	}
-	return mustMarshal(struct {
-		Type string `json:"type"`
-		Name string `json:"name"`
-	}{"function", n.upstream(f.Function.Name)}), nil
+	return mustMarshal(out), nil
 }
