@@ -15,8 +15,9 @@
 // output_text message; each assistant tool call a function_call item and each tool message a
 // function_call_output item. Function tools become Responses function tools with strict false
 // unless the client set it (the Responses API defaults strict to true, Chat Completions to
-// false). tool_choice, parallel_tool_calls, reasoning_effort (reasoning.effort), verbosity and
-// response_format (text.format) are mapped; prompt_cache_key is kept. Every other field is
+// false). tool_choice (a named function or allowed_tools too), parallel_tool_calls,
+// reasoning_effort (reasoning.effort), verbosity and response_format (text.format) are mapped;
+// prompt_cache_key is kept. Every other field is
 // dropped: temperature, top_p, max_tokens, max_completion_tokens, metadata, stream_options, user,
 // stop, … — the Codex backend refuses or ignores them. An n other than 1 is refused: the pool
 // answers with one choice.
