@@ -12,7 +12,6 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/shared"
 
-	"github.com/codexpool/codexpool/gateway/chat"
 	"github.com/codexpool/codexpool/schemas"
 	"github.com/codexpool/codexpool/worker/codextest"
 )
@@ -21,20 +20,6 @@ import (
 
 func chatParams(msgs ...openai.ChatCompletionMessageParamUnion) openai.ChatCompletionNewParams {
 	return openai.ChatCompletionNewParams{Model: "gpt-5.1-codex", Messages: msgs}
-}
-
-// chatAnswer is what the simulator answers to the chat request params, once translated.
-func chatAnswer(t *testing.T, params openai.ChatCompletionNewParams) string {
-	t.Helper()
-	body, err := params.MarshalJSON()
-	if err != nil {
-		t.Fatal(err)
-	}
-	req, err := chat.Translate(body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return codextest.Answer(codextest.PromptOf(req.Body), words)
 }
 
 func TestChatSDKCreate(t *testing.T) {
