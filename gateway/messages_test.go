@@ -1,0 +1,205 @@
+package gateway_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+const helloMessage = `{"model":"claude-sonnet-4-5","max_tokens":1024,"system":"Be brief.","messages":[{"role":"user","content":"Say hello"}]}`
+
+// anthropicError decodes an error body in Anthropic's shape, failing on any other shape.
+func anthropicError(t *testing.T, body []byte) (typ, msg string) {
+	t.Helper()
+	var b struct {
+		Type  string `json:"type"`
+		Error *struct {
+			Type    string `json:"type"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(body, &b); err != nil || b.Type != "error" || b.Error == nil || b.Error.Type == "" || b.Error.Message == "" {
+		t.Fatalf("body %s is not {\"type\":\"error\",\"error\":{\"type\",\"message\"}}", body)
+	}
+	return b.Error.Type, b.Error.Message
+}
+
+// TestMessagesText: a non-streamed message through the pool, with the key as x-api-key (and no
+// Authorization), comes back as one Anthropic message with the simulator's words.
+func TestMessagesText(t *testing.T) {
+	p := newPool(t, poolOptions{})
+	req, err := http.NewRequestWithContext(ctxT(t, waitTimeout), http.MethodPost, p.srv.URL+"/v1/messages", strings.NewReader(helloMessage))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-Api-Key", key)
+	req.Header.Set("Anthropic-Version", "2023-06-01")
+	resp := do(t, req)
+	body := readAll(t, resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("got %d %s, want 200", resp.StatusCode, body)
+	}
+	var m struct {
+		Type       string `json:"type"`
+		Role       string `json:"role"`
+		Model      string `json:"model"`
+		StopReason string `json:"stop_reason"`
+		Content    []struct{ Type, Text string }
+		Usage      struct {
+			OutputTokens int `json:"output_tokens"`
+		}
+	}
+	if json.Unmarshal(body, &m) != nil {
+		t.Fatalf("got %s, not a message", body)
+	}
+	if m.Type != "message" || m.Role != "assistant" || m.Model != "claude-sonnet-4-5" || m.StopReason != "end_turn" {
+		t.Errorf("got %s, want an assistant message for claude-sonnet-4-5 ending end_turn", body)
+	}
+	if len(m.Content) != 1 || m.Content[0].Type != "text" || len(strings.Fields(m.Content[0].Text)) != words {
+		t.Errorf("got content %+v, want one text block of %d words", m.Content, words)
+	}
+	if m.Usage.OutputTokens <= 0 {
+		t.Errorf("got output_tokens %d, want > 0", m.Usage.OutputTokens)
+	}
+}
+
+// TestMessagesStream: a streamed message comes as Anthropic SSE frames in order, with the key as
+// Bearer, and message_delta carries the stop_reason (Claude Code acts on it).
+func TestMessagesStream(t *testing.T) {
+	p := newPool(t, poolOptions{})
+	body := strings.Replace(helloMessage, `{"model"`, `{"stream":true,"model"`, 1)
+	resp := post(t, p, "/v1/messages", body, map[string]string{"Anthropic-Version": "2023-06-01"})
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("got %d %s, want 200", resp.StatusCode, readAll(t, resp.Body))
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Errorf("got Content-Type %q, want text/event-stream", ct)
+	}
+	var names []string
+	var text strings.Builder
+	stop := ""
+	sc := bufio.NewScanner(resp.Body)
+	event := ""
+	for sc.Scan() {
+		line := sc.Text()
+		if ev, found := strings.CutPrefix(line, "event: "); found {
+			event = ev
+			continue
+		}
+		data, found := strings.CutPrefix(line, "data: ")
+		if !found {
+			continue
+		}
+		names = append(names, event)
+		var d struct {
+			Type  string `json:"type"`
+			Delta struct {
+				Text       string `json:"text"`
+				StopReason string `json:"stop_reason"`
+			} `json:"delta"`
+		}
+		if err := json.Unmarshal([]byte(data), &d); err != nil || d.Type != event {
+			t.Fatalf("frame %q: data type %q, want %q", data, d.Type, event)
+		}
+		text.WriteString(d.Delta.Text)
+		if event == "message_delta" {
+			stop = d.Delta.StopReason
+		}
+	}
+	got := strings.Join(dedupe(names), ",")
+	want := "message_start,content_block_start,content_block_delta,content_block_stop,message_delta,message_stop"
+	if got != want {
+		t.Errorf("got frames %s, want %s", got, want)
+	}
+	if stop != "end_turn" {
+		t.Errorf("got stop_reason %q in message_delta, want end_turn", stop)
+	}
+	if n := len(strings.Fields(text.String())); n != words {
+		t.Errorf("got %d words %q, want %d", n, text.String(), words)
+	}
+}
+
+// dedupe collapses runs of one name (the deltas).
+func dedupe(s []string) []string {
+	var out []string
+	for _, v := range s {
+		if len(out) == 0 || out[len(out)-1] != v {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// TestCountTokens: count_tokens answers {"input_tokens": N > 0} without a generation.
+func TestCountTokens(t *testing.T) {
+	p := newPool(t, poolOptions{})
+	resp := post(t, p, "/v1/messages/count_tokens", helloMessage, nil)
+	body := readAll(t, resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("got %d %s, want 200", resp.StatusCode, body)
+	}
+	var c struct {
+		InputTokens *int `json:"input_tokens"`
+	}
+	if json.Unmarshal(body, &c) != nil || c.InputTokens == nil || *c.InputTokens <= 0 {
+		t.Errorf("got %s, want {\"input_tokens\": N > 0}", body)
+	}
+	if n := p.sim.Stats().Responses; n != 0 {
+		t.Errorf("got %d generations at the origin, want 0", n)
+	}
+	if n := p.svc.Stats().Requests; n != 0 {
+		t.Errorf("got %d pool requests, want 0", n)
+	}
+}
+
+func TestMessagesErrorShapes(t *testing.T) {
+	p := newPool(t, poolOptions{})
+	cases := []struct {
+		name     string
+		path     string
+		body     string
+		hdr      map[string]string
+		noAuth   bool
+		status   int
+		typ      string
+		wantText string
+	}{
+		{name: "no key", path: "/v1/messages", body: helloMessage, noAuth: true, status: 401, typ: "authentication_error", wantText: "x-api-key"},
+		{name: "wrong x-api-key", path: "/v1/messages", body: helloMessage, noAuth: true, hdr: map[string]string{"X-Api-Key": "nope"}, status: 401, typ: "authentication_error", wantText: "key"},
+		{name: "no messages", path: "/v1/messages", body: `{"model":"claude-x","messages":[]}`, status: 400, typ: "invalid_request_error", wantText: "messages"},
+		{name: "not JSON", path: "/v1/messages", body: `{"messages":`, status: 400, typ: "invalid_request_error", wantText: "valid"},
+		{name: "count_tokens not JSON", path: "/v1/messages/count_tokens", body: `[`, status: 400, typ: "invalid_request_error", wantText: "valid"},
+		{name: "no route", path: "/v1/messages/batches", body: `{}`, status: 404, typ: "not_found_error", wantText: "no route"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			req, err := http.NewRequestWithContext(ctxT(t, waitTimeout), http.MethodPost, p.srv.URL+tc.path, strings.NewReader(tc.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tc.noAuth {
+				req.Header.Set("Authorization", "Bearer "+key)
+			}
+			for k, v := range tc.hdr {
+				req.Header.Set(k, v)
+			}
+			resp := do(t, req)
+			body := readAll(t, resp.Body)
+			if resp.StatusCode != tc.status {
+				t.Fatalf("got status %d (%s), want %d", resp.StatusCode, body, tc.status)
+			}
+			if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+				t.Errorf("got Content-Type %q, want application/json", ct)
+			}
+			typ, msg := anthropicError(t, body)
+			if typ != tc.typ || !strings.Contains(msg, tc.wantText) {
+				t.Errorf("got %s %q, want %s mentioning %q", typ, msg, tc.typ, tc.wantText)
+			}
+		})
+	}
+	if n := p.sim.Stats().Responses; n != 0 {
+		t.Errorf("got %d generations at the origin, want 0", n)
+	}
+}
