@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/codexpool/codexpool/worker/codextest"
 )
 
 const helloMessage = `{"model":"claude-sonnet-4-5","max_tokens":1024,"system":"Be brief.","messages":[{"role":"user","content":"Say hello"}]}`
@@ -201,5 +203,68 @@ func TestMessagesErrorShapes(t *testing.T) {
 	}
 	if n := p.sim.Stats().Responses; n != 0 {
 		t.Errorf("got %d generations at the origin, want 0", n)
+	}
+}
+
+// TestMessagesOriginOutcomes: what the origin does comes back in Anthropic's terms: an
+// incomplete answer is stop_reason max_tokens (not an error), a usage limit a 429
+// rate_limit_error with retry-after, a failure after the stream began one event: error frame.
+func TestMessagesOriginOutcomes(t *testing.T) {
+	p := newPool(t, poolOptions{})
+	streamed := strings.Replace(helloMessage, `{"model"`, `{"stream":true,"model"`, 1)
+	cases := []struct {
+		name       string
+		fault      codextest.Fault
+		body       string
+		status     int
+		want       []string // substrings of the body
+		retryAfter bool
+	}{
+		{name: "incomplete", fault: codextest.FaultIncomplete, body: helloMessage, status: 200, want: []string{`"stop_reason":"max_tokens"`}},
+		{name: "incomplete streamed", fault: codextest.FaultIncomplete, body: streamed, status: 200,
+			want: []string{"event: message_delta", `"stop_reason":"max_tokens"`, "event: message_stop"}},
+		{name: "usage limit", fault: "error:429", body: helloMessage, status: 429, want: []string{`"type":"rate_limit_error"`}, retryAfter: true},
+		{name: "failed mid-stream", fault: codextest.FaultFailed, body: streamed, status: 200,
+			want: []string{"event: message_start", "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"api_error\""}},
+		{name: "failed", fault: codextest.FaultFailed, body: helloMessage, status: 502, want: []string{`{"type":"error","error":{"type":"api_error"`}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p.sim.Faults.Clear()
+			p.sim.Faults.Next(codextest.AtResponse, 1, tc.fault)
+			resp := post(t, p, "/v1/messages", tc.body, nil)
+			body := string(readAll(t, resp.Body))
+			if resp.StatusCode != tc.status {
+				t.Fatalf("got %d %s, want %d", resp.StatusCode, body, tc.status)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(body, w) {
+					t.Errorf("got %s, want it to contain %s", body, w)
+				}
+			}
+			if ra := resp.Header.Get("Retry-After"); tc.retryAfter && ra == "" {
+				t.Error("got no retry-after")
+			}
+		})
+	}
+}
+
+// TestMessagesToolHistory: a conversation with a tool round trip, tools, tool_choice, thinking,
+// a signed thinking block and the fields the backend refuses is accepted by the pool as
+// translated (the simulator answers it).
+func TestMessagesToolHistory(t *testing.T) {
+	p := newPool(t, poolOptions{})
+	body := `{"model":"claude-opus-4-1","max_tokens":32000,"temperature":1,"top_p":0.9,"top_k":5,"stop_sequences":["x"],
+		"metadata":{"user_id":"user_1_account__session_abc"},"thinking":{"type":"enabled","budget_tokens":4000},
+		"system":[{"type":"text","text":"x-anthropic-billing-header: cc_version=2"},{"type":"text","text":"You are Claude Code.","cache_control":{"type":"ephemeral"}}],
+		"tools":[{"name":"Bash","description":"Run a command","input_schema":{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"command":{"type":"string"}},"required":["command"]}}],
+		"tool_choice":{"type":"auto"},
+		"messages":[{"role":"user","content":"list the files"},
+			{"role":"assistant","content":[{"type":"thinking","thinking":"I should run ls.","signature":"EqQBforeign"},{"type":"tool_use","id":"toolu_01","name":"Bash","input":{"command":"ls"}}]},
+			{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_01","content":"a.go\nb.go"}]}]}`
+	resp := post(t, p, "/v1/messages", body, map[string]string{"X-Claude-Code-Session-Id": "abc"})
+	got := readAll(t, resp.Body)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(got), `"stop_reason":"end_turn"`) {
+		t.Fatalf("got %d %s, want 200 and a message", resp.StatusCode, got)
 	}
 }
