@@ -45,6 +45,7 @@ type messagesRequest struct {
 	OutputConfig *outputConfig   `json:"output_config"`
 	Stream       bool            `json:"stream"`
 	ServiceTier  string          `json:"service_tier"`
+	Speed        string          `json:"speed"`
 	Metadata     *struct {
 		UserID string `json:"user_id"`
 	} `json:"metadata"`
@@ -57,6 +58,11 @@ type message struct {
 
 type outputConfig struct {
 	Effort string `json:"effort"`
+	Format *struct {
+		Type   string          `json:"type"`
+		Name   string          `json:"name"`
+		Schema json.RawMessage `json:"schema"`
+	} `json:"format"`
 }
 
 // responsesRequest is the body sent to the pool, fields in a fixed order.
@@ -68,6 +74,7 @@ type responsesRequest struct {
 	ToolChoice        any        `json:"tool_choice,omitempty"`
 	ParallelToolCalls bool       `json:"parallel_tool_calls"`
 	Reasoning         *reasoning `json:"reasoning,omitempty"`
+	Text              any        `json:"text,omitempty"`
 	Include           []string   `json:"include"`
 	ServiceTier       string     `json:"service_tier,omitempty"`
 	PromptCacheKey    string     `json:"prompt_cache_key,omitempty"`
@@ -95,9 +102,10 @@ func Translate(body []byte, opts Options) (Translated, error) {
 		Tools:             functionTools(req.Tools, names),
 		ToolChoice:        mapToolChoice(req.ToolChoice, names),
 		ParallelToolCalls: req.ToolChoice == nil || !req.ToolChoice.DisableParallelToolUse,
-		Reasoning:         mapReasoning(req.Thinking, req.OutputConfig),
+		Reasoning:         capForCompaction(mapReasoning(req.Thinking, req.OutputConfig), body),
+		Text:              textFormat(req.OutputConfig),
 		Include:           []string{"reasoning.encrypted_content"},
-		ServiceTier:       serviceTier(req.ServiceTier),
+		ServiceTier:       serviceTier(req.ServiceTier, req.Speed),
 		PromptCacheKey:    cacheKey(opts, req.metadataUserID()),
 		Stream:            req.Stream,
 	}
@@ -115,8 +123,9 @@ func (r *messagesRequest) metadataUserID() string {
 	return r.Metadata.UserID
 }
 
-func serviceTier(s string) string {
-	if s == "fast" || s == "priority" {
+// serviceTier maps speed "fast", or a service_tier of fast or priority, to the priority tier.
+func serviceTier(tier, speed string) string {
+	if speed == "fast" || tier == "fast" || tier == "priority" {
 		return "priority"
 	}
 	return ""

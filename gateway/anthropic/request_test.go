@@ -49,6 +49,11 @@ func TestTranslate(t *testing.T) {
 			want: []string{`"prompt_cache_key":"` + cacheKey(Options{SessionID: "s1"}, "") + `"`}},
 		{name: "session from metadata", body: `{"metadata":{"user_id":"user_abc_account__session_s1"},"messages":[{"role":"user","content":"x"}]}`,
 			want: []string{`"prompt_cache_key":"` + cacheKey(Options{SessionID: "s1"}, "") + `"`}},
+		{name: "structured output", body: `{"messages":[{"role":"user","content":"x"}],"output_config":{"format":{"type":"json_schema","schema":{"type":"object","properties":{"b":{"type":"object","properties":{"c":{"type":"string"}}},"a":{"type":"string"}}}}}}`,
+			want: []string{`"text":{"format":{"name":"output","schema":{"additionalProperties":false,"properties":{"a":{"type":"string"},"b":{"additionalProperties":false,"properties":{"c":{"type":"string"}},"required":["c"],"type":"object"}},"required":["a","b"],"type":"object"},"strict":true,"type":"json_schema"}}`}},
+		{name: "compaction capped at low", body: `{"messages":[{"role":"user","content":"Summarize. CRITICAL: Respond with TEXT ONLY."}],"thinking":{"type":"adaptive"}}`,
+			want: []string{`"reasoning":{"effort":"low","summary":"auto"}`}},
+		{name: "fast", body: `{"speed":"fast","messages":[{"role":"user","content":"x"}]}`, want: []string{`"service_tier":"priority"`}},
 		{name: "stream", body: `{"stream":true,"messages":[{"role":"user","content":"x"}]}`, want: []string{`"stream":true`}},
 	}
 	for _, tc := range cases {
