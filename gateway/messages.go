@@ -154,7 +154,8 @@ func writeAnthropic(w http.ResponseWriter, e *anthropic.Error, a *apiError) outc
 
 // streamMessage answers a "stream": true message with Anthropic SSE frames, translated from the
 // pool's events as they arrive, with keep-alives while the origin is silent. The origin's own
-// error events are skipped: the pool's error follows them and is what the client gets.
+// error events are skipped: the pool's error follows them and is what the client gets (a status
+// while only message_start was due, one error frame after that).
 func (g *Gateway) streamMessage(ctx context.Context, w http.ResponseWriter, tr anthropic.Translated, hdr nats.Header) outcome {
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -175,6 +176,7 @@ func (g *Gateway) streamMessage(ctx context.Context, w http.ResponseWriter, tr a
 	st := anthropic.NewStream(tr.Model, tr.Names)
 	keepAlive := time.NewTimer(g.cfg.KeepAlive)
 	defer keepAlive.Stop()
+	var held []anthropic.Frame // message_start, until something follows it
 	var writeErr error
 	for {
 		select {
@@ -182,26 +184,39 @@ func (g *Gateway) streamMessage(ctx context.Context, w http.ResponseWriter, tr a
 			if typ := fastType(ev); writeErr != nil || typ == "error" || typ == "response.failed" {
 				continue
 			}
-			for _, f := range st.Event(ev) {
-				if writeErr == nil {
-					writeErr = sw.event(f.Event, f.Data)
-				}
+			// The status is decided by the first frame after message_start: an origin that fails
+			// right after response.created is answered with a real status, not a 200 stream.
+			if held = append(held, st.Event(ev)...); len(held) == 1 && held[0].Event == "message_start" {
+				continue
 			}
-			if writeErr != nil {
-				cancel()
-			}
-			keepAlive.Reset(g.cfg.KeepAlive)
+			writeErr = writeFrames(sw, held)
+			held = nil
 		case <-keepAlive.C:
 			if writeErr == nil {
-				if writeErr = sw.comment("keep-alive"); writeErr != nil {
-					cancel()
-				}
+				writeErr = writeFrames(sw, held)
+				held = nil
 			}
-			keepAlive.Reset(g.cfg.KeepAlive)
+			if writeErr == nil {
+				writeErr = sw.comment("keep-alive")
+			}
 		case err := <-end:
 			return g.endMessageStream(ctx, w, sw, st, err, writeErr)
 		}
+		if writeErr != nil {
+			cancel()
+		}
+		keepAlive.Reset(g.cfg.KeepAlive)
 	}
+}
+
+// writeFrames writes frames as SSE events, stopping at the first failed write.
+func writeFrames(sw *sse, frames []anthropic.Frame) error {
+	for _, f := range frames {
+		if err := sw.event(f.Event, f.Data); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // endMessageStream answers the end of a message stream: a translated stream that ended (also

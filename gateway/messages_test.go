@@ -2,11 +2,15 @@ package gateway_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/codexpool/codexpool/schemas"
 	"github.com/codexpool/codexpool/worker/codextest"
 )
 
@@ -208,7 +212,7 @@ func TestMessagesErrorShapes(t *testing.T) {
 
 // TestMessagesOriginOutcomes: what the origin does comes back in Anthropic's terms: an
 // incomplete answer is stop_reason max_tokens (not an error), a usage limit a 429
-// rate_limit_error with retry-after, a failure after the stream began one event: error frame.
+// rate_limit_error with retry-after, a failure before any content a status even when streamed.
 func TestMessagesOriginOutcomes(t *testing.T) {
 	p := newPool(t, poolOptions{})
 	streamed := strings.Replace(helloMessage, `{"model"`, `{"stream":true,"model"`, 1)
@@ -224,8 +228,7 @@ func TestMessagesOriginOutcomes(t *testing.T) {
 		{name: "incomplete streamed", fault: codextest.FaultIncomplete, body: streamed, status: 200,
 			want: []string{"event: message_delta", `"stop_reason":"max_tokens"`, "event: message_stop"}},
 		{name: "usage limit", fault: "error:429", body: helloMessage, status: 429, want: []string{`"type":"rate_limit_error"`}, retryAfter: true},
-		{name: "failed mid-stream", fault: codextest.FaultFailed, body: streamed, status: 200,
-			want: []string{"event: message_start", "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"api_error\""}},
+		{name: "failed right after created, streamed", fault: codextest.FaultFailed, body: streamed, status: 502, want: []string{`{"type":"error","error":{"type":"api_error"`}},
 		{name: "failed", fault: codextest.FaultFailed, body: helloMessage, status: 502, want: []string{`{"type":"error","error":{"type":"api_error"`}},
 	}
 	for _, tc := range cases {
@@ -266,5 +269,73 @@ func TestMessagesToolHistory(t *testing.T) {
 	got := readAll(t, resp.Body)
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(got), `"stop_reason":"end_turn"`) {
 		t.Fatalf("got %d %s, want 200 and a message", resp.StatusCode, got)
+	}
+}
+
+// replay is a generator that streams the recorded events of gateway/anthropic/testdata/name
+// (except origin error events) and then ends with fail, or with the recording's last response.
+func replay(t *testing.T, name string, fail *schemas.Error) genFunc {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("anthropic", "testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(raw)), "\n")
+	return func(_ context.Context, _ *schemas.Request, emit func([]byte) error) ([]byte, error) {
+		if emit == nil {
+			return nil, &schemas.Error{Status: 400, Code: schemas.CodeInvalidRequest, Message: "replay streams only"}
+		}
+		for _, l := range lines {
+			if strings.HasPrefix(l, `{"type":"error"`) {
+				break
+			}
+			if err := emit([]byte(l)); err != nil {
+				return nil, err
+			}
+		}
+		if fail != nil {
+			return nil, fail
+		}
+		return []byte(`{"id":"r","status":"completed","output":[]}`), nil
+	}
+}
+
+// TestMessagesReplayed: recorded origin streams through the real pool and gateway: parallel
+// tool calls reach the client as tool_use blocks with stop_reason tool_use (streamed and not),
+// and an origin overload after content is one event: error frame of type overloaded_error.
+func TestMessagesReplayed(t *testing.T) {
+	streamed := strings.Replace(helloMessage, `{"model"`, `{"stream":true,"model"`, 1)
+	overload := &schemas.Error{Status: 502, Code: schemas.CodeUpstreamError, UpstreamCode: "server_is_overloaded",
+		Message: "codex: origin error: Our servers are currently overloaded."}
+	cases := []struct {
+		name, file, body string
+		fail             *schemas.Error
+		status           int
+		want             []string
+	}{
+		{name: "tools streamed", file: "parallel_tools.jsonl", body: streamed, status: 200, want: []string{
+			`"content_block":{"id":"call_a","input":{},"name":"Read","type":"tool_use"}`, `"partial_json":"{\"path\":\"b.go\"}"`,
+			`"stop_reason":"tool_use"`, "event: message_stop"}},
+		{name: "tools", file: "parallel_tools.jsonl", body: helloMessage, status: 200, want: []string{
+			`{"id":"call_a","input":{"file_path":"a.go"},"name":"Read","type":"tool_use"}`, `"stop_reason":"tool_use"`}},
+		{name: "overload mid-stream", file: "error_midstream.jsonl", body: streamed, fail: overload, status: 200, want: []string{
+			`"text":"Partial"`, "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\""}},
+		{name: "overload before content", file: "error_midstream.jsonl", body: helloMessage, fail: overload, status: 529, want: []string{
+			`{"type":"error","error":{"type":"overloaded_error"`}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newPool(t, poolOptions{gen: replay(t, tc.file, tc.fail)})
+			resp := post(t, p, "/v1/messages", tc.body, nil)
+			body := string(readAll(t, resp.Body))
+			if resp.StatusCode != tc.status {
+				t.Errorf("got status %d, want %d", resp.StatusCode, tc.status)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(body, w) {
+					t.Errorf("got %d %s, want it to contain %s", resp.StatusCode, body, w)
+				}
+			}
+		})
 	}
 }
