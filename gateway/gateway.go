@@ -236,6 +236,11 @@ func (g *Gateway) route(w http.ResponseWriter, r *http.Request, c call) outcome 
 			return g.methodNotAllowed(w, r, http.MethodGet)
 		}
 		return g.getResponse(w, r, c.owner, strings.TrimPrefix(p, "/v1/responses/"))
+	case p == "/v1/chat/completions":
+		if r.Method != http.MethodPost {
+			return g.methodNotAllowed(w, r, http.MethodPost)
+		}
+		return g.chatCompletions(w, r, c.id)
 	case p == "/v1/models":
 		if r.Method != http.MethodGet {
 			return g.methodNotAllowed(w, r, http.MethodGet)

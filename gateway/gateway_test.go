@@ -111,7 +111,7 @@ func TestErrorShapes(t *testing.T) {
 		{"previous_response_id", "POST", "/v1/responses", `{"input":"x","previous_response_id":"resp_1"}`, false, 400, "invalid_request_error", "invalid_request", "previous_response_id", "stateless"},
 		{"background without jobs", "POST", "/v1/responses", `{"input":"x","background":true}`, false, 400, "invalid_request_error", "invalid_request", "background", "job"},
 		{"too large", "POST", "/v1/responses", `{"input":"` + strings.Repeat("x", 300) + `"}`, false, 413, "invalid_request_error", "request_too_large", "", "200"},
-		{"no route", "GET", "/v1/chat/completions", "", false, 404, "invalid_request_error", "not_found", "", "no route"},
+		{"no route", "GET", "/v1/embeddings", "", false, 404, "invalid_request_error", "not_found", "", "no route"},
 		{"wrong method", "GET", "/v1/responses", "", false, 405, "invalid_request_error", "method_not_allowed", "", "POST"},
 		{"unknown model", "GET", "/v1/models/nope", "", false, 404, "invalid_request_error", "not_found", "model", "nope"},
 		{"no stored responses", "GET", "/v1/responses/resp_1", "", false, 404, "invalid_request_error", "not_found", "", "not stored"},

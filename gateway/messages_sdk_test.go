@@ -18,6 +18,16 @@ func anthropicClient(p *pool, apiKey string) anthropic.Client {
 	return anthropic.NewClient(option.WithBaseURL(p.srv.URL), option.WithAPIKey(apiKey), option.WithMaxRetries(0))
 }
 
+// checkSDKMessage checks the simulator's answer: a signed thinking block (its reasoning item),
+// then one text block of its words, ending end_turn.
+func checkSDKMessage(t *testing.T, m *anthropic.Message) {
+	t.Helper()
+	if m.StopReason != anthropic.StopReasonEndTurn || len(m.Content) != 2 || m.Content[0].Type != "thinking" ||
+		!strings.HasPrefix(m.Content[0].Signature, "codexpool:v1:") || len(strings.Fields(m.Content[1].Text)) != words {
+		t.Errorf("got %s, want a signed thinking block and one text block of %d words ending end_turn", m.RawJSON(), words)
+	}
+}
+
 // TestAnthropicSDK: anthropic-sdk-go creates, streams and counts tokens through the pool, and
 // raises the gateway's 401 and 400 as *anthropic.Error with their statuses.
 func TestAnthropicSDK(t *testing.T) {
@@ -32,9 +42,7 @@ func TestAnthropicSDK(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if m.StopReason != anthropic.StopReasonEndTurn || len(m.Content) != 1 || len(strings.Fields(m.Content[0].Text)) != words {
-			t.Errorf("got %+v, want one text block of %d words ending end_turn", m, words)
-		}
+		checkSDKMessage(t, m)
 	})
 	t.Run("stream", func(t *testing.T) {
 		s := c.Messages.NewStreaming(ctxT(t, waitTimeout), params)
@@ -47,9 +55,7 @@ func TestAnthropicSDK(t *testing.T) {
 		if err := s.Err(); err != nil {
 			t.Fatal(err)
 		}
-		if m.StopReason != anthropic.StopReasonEndTurn || len(m.Content) != 1 || len(strings.Fields(m.Content[0].Text)) != words {
-			t.Errorf("got %+v, want one text block of %d words ending end_turn", m, words)
-		}
+		checkSDKMessage(t, &m)
 	})
 	t.Run("count_tokens", func(t *testing.T) {
 		before := p.sim.Stats().Responses

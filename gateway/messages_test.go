@@ -63,8 +63,10 @@ func TestMessagesText(t *testing.T) {
 	if m.Type != "message" || m.Role != "assistant" || m.Model != "claude-sonnet-4-5" || m.StopReason != "end_turn" {
 		t.Errorf("got %s, want an assistant message for claude-sonnet-4-5 ending end_turn", body)
 	}
-	if len(m.Content) != 1 || m.Content[0].Type != "text" || len(strings.Fields(m.Content[0].Text)) != words {
-		t.Errorf("got content %+v, want one text block of %d words", m.Content, words)
+	// The simulator adds a reasoning item (the request includes its encrypted content): a
+	// thinking block first, then the text.
+	if len(m.Content) != 2 || m.Content[0].Type != "thinking" || m.Content[1].Type != "text" || len(strings.Fields(m.Content[1].Text)) != words {
+		t.Errorf("got content %+v, want a thinking block and one text block of %d words", m.Content, words)
 	}
 	if m.Usage.OutputTokens <= 0 {
 		t.Errorf("got output_tokens %d, want > 0", m.Usage.OutputTokens)
@@ -115,7 +117,9 @@ func TestMessagesStream(t *testing.T) {
 		}
 	}
 	got := strings.Join(dedupe(names), ",")
-	want := "message_start,content_block_start,content_block_delta,content_block_stop,message_delta,message_stop"
+	// A thinking block (the simulator's reasoning item), then the text block.
+	block := "content_block_start,content_block_delta,content_block_stop,"
+	want := "message_start," + block + block + "message_delta,message_stop"
 	if got != want {
 		t.Errorf("got frames %s, want %s", got, want)
 	}
@@ -272,9 +276,9 @@ func TestMessagesToolHistory(t *testing.T) {
 	}
 }
 
-// replay is a generator that streams the recorded events of gateway/anthropic/testdata/name
+// replayRecorded is a generator that streams the recorded events of gateway/anthropic/testdata/name
 // (except origin error events) and then ends with fail, or with the recording's last response.
-func replay(t *testing.T, name string, fail *schemas.Error) genFunc {
+func replayRecorded(t *testing.T, name string, fail *schemas.Error) genFunc {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join("anthropic", "testdata", name))
 	if err != nil {
@@ -325,7 +329,7 @@ func TestMessagesReplayed(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			p := newPool(t, poolOptions{gen: replay(t, tc.file, tc.fail)})
+			p := newPool(t, poolOptions{gen: replayRecorded(t, tc.file, tc.fail)})
 			resp := post(t, p, "/v1/messages", tc.body, nil)
 			body := string(readAll(t, resp.Body))
 			if resp.StatusCode != tc.status {

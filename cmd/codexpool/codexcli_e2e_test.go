@@ -44,7 +44,7 @@ model_provider = "codexpool"
 name = "codexpool"
 base_url = "%s/v1"
 wire_api = "responses"
-env_key = "CODEXPOOL_GATEWAY_KEY"
+env_key = "POOL_API_KEY"
 `, base)
 	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(config), 0o600); err != nil {
 		t.Fatal(err)
@@ -55,7 +55,7 @@ env_key = "CODEXPOOL_GATEWAY_KEY"
 	cmd.Dir = t.TempDir()
 	cmd.Env = []string{
 		"HOME=" + home, "CODEX_HOME=" + home, "PATH=" + os.Getenv("PATH"),
-		"CODEXPOOL_GATEWAY_KEY=" + gatewayKey, "NO_COLOR=1", "TERM=dumb",
+		"POOL_API_KEY=" + gatewayKey, "NO_COLOR=1", "TERM=dumb",
 	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

@@ -39,6 +39,64 @@ func loader(getenv func(string) string) config.Loader {
 	return config.Loader{Prefix: envPrefix, Getenv: getenv, Known: []any{&workerConfig{}, &gatewayConfig{}}}
 }
 
+// otherVariables are the CODEXPOOL_* variables that are read on purpose yet are no setting:
+// they never get the unknown-variable warning.
+var otherVariables = []string{
+	envPrefix + "_CONFIG",        // the settings file, like --config
+	envPrefix + "_GATEWAY_KEY",   // README's env_key of the Codex CLI: a client's key (the gateway refuses it)
+	envPrefix + "_GATEWAY_URL",   // examples/openai-node: the gateway's URL for the SDK
+	envPrefix + "_EXPECT_ANSWER", // examples/openai-node
+	envPrefix + "_SOAK",          // test knobs
+	envPrefix + "_OUTAGE",
+	envPrefix + "_TEST_CODEX_CLI",
+}
+
+// gatewayKeysVar is the gateway's client keys setting, whose misspellings must never start a
+// gateway: it would serve without authentication.
+const gatewayKeysVar = envPrefix + "_GATEWAY_KEYS"
+
+// checkEnviron warns (through warn) about each CODEXPOOL_* variable that no setting reads, besides
+// otherVariables and the token_env names of the accounts file at accounts ("" = none). For the
+// gateway, CODEXPOOL_GATEWAY_KEY and any unknown variable whose closest setting is
+// CODEXPOOL_GATEWAY_KEYS are an error instead.
+func checkEnviron(e env, cmd, accounts string, warn func(string)) error {
+	if cmd == "gateway" && e.getenv(envPrefix+"_GATEWAY_KEY") != "" {
+		return fmt.Errorf("gateway: %s_GATEWAY_KEY is set, but the gateway reads its client keys from %s (plural): "+
+			"set %s instead (a gateway without keys serves without authentication); %s_GATEWAY_KEY is only a client's "+
+			"variable, such as the Codex CLI's env_key: keep it out of the gateway's environment",
+			envPrefix, gatewayKeysVar, gatewayKeysVar, envPrefix)
+	}
+	if e.environ == nil {
+		return nil
+	}
+	unknown, err := loader(e.getenv).UnknownVars(e.environ(), append(tokenEnvNames(accounts), otherVariables...))
+	if err != nil {
+		return err
+	}
+	for _, u := range unknown {
+		if cmd == "gateway" && u.Closest == gatewayKeysVar {
+			return fmt.Errorf("gateway: %s is not a setting: did you mean %s? The gateway does not start with a misspelt key "+
+				"setting, as it would serve without authentication", u.Var, u.Closest)
+		}
+		warn(fmt.Sprintf("%s is not a setting and is ignored: did you mean %s?", u.Var, u.Closest))
+	}
+	return nil
+}
+
+// tokenEnvNames returns the variables the accounts file at path names with token_env: they are
+// read by name, not settings. nil without a file or when it cannot be read.
+func tokenEnvNames(path string) []string {
+	if path == "" {
+		return nil
+	}
+	var names []string
+	_, _ = worker.LoadAccounts(path, func(name string) string {
+		names = append(names, name)
+		return "set" // any value: only the names matter here
+	})
+	return names
+}
+
 // fieldError is a bad value of the variable CODEXPOOL_<name>, reported by the subcommand cmd.
 func fieldError(cmd, name, format string, args ...any) error {
 	return &config.FieldError{Prefix: cmd, Env: envPrefix + "_" + name, Msg: fmt.Sprintf(format, args...)}
@@ -78,6 +136,12 @@ func loadPoolConfig(e env, fs *flags) (PoolConfig, error) {
 	st, err := loader(e.getenv).Load(&c, fs.configPath(e))
 	if err != nil {
 		return c, fmt.Errorf("%s: %w", cmd, err)
+	}
+	err = checkEnviron(e, cmd, e.getenv(envPrefix+"_ACCOUNTS"), func(msg string) {
+		fmt.Fprintf(e.stderr, "codexpool %s: warning: %s\n", cmd, msg)
+	})
+	if err != nil {
+		return c, err
 	}
 	return c, st.Explain(c.validate(cmd))
 }
@@ -141,9 +205,17 @@ func (c PoolConfig) dial(getenv func(string) string, name, url string) (*nats.Co
 	}
 	nc, err := nats.Connect(url, append(opts, nats.Name(name), nats.Timeout(5*time.Second))...)
 	if err != nil {
-		return nil, fmt.Errorf("connect to NATS at %s: %w%s", queue.RedactURL(url), err, c.authHint(getenv, err))
+		return nil, fmt.Errorf("connect to NATS at %s: %w%s%s", queue.RedactURL(url), err, c.authHint(getenv, err), noServerHint(err))
 	}
 	return nc, nil
+}
+
+// noServerHint says how to get a server when none answered: most likely no worker runs yet.
+func noServerHint(err error) string {
+	if !errors.Is(err, nats.ErrNoServers) {
+		return ""
+	}
+	return " (is a worker running? start one with `codexpool worker`, or set " + envPrefix + "_NATS_URL)"
 }
 
 // authHint says how to get in when a server refused a client that had no credential of its own:

@@ -210,6 +210,9 @@ func newGatewayMain(e env, cfg gatewayConfig, keys []string) (*gatewayMain, erro
 	if err != nil {
 		return nil, err
 	}
+	if err := checkEnviron(e, "gateway", e.getenv(envPrefix+"_ACCOUNTS"), func(msg string) { log.Warn(msg) }); err != nil {
+		return nil, err
+	}
 	if _, err := cfg.security().Options(); err != nil { // the security files, checked before anything starts
 		return nil, err
 	}

@@ -17,7 +17,8 @@ func main() {
 		<-ctx.Done()
 		stop() // a second signal kills the process the default way
 	}()
-	err := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
+	e := env{getenv: os.Getenv, environ: os.Environ, stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr}
+	err := e.run(ctx, os.Args[1:])
 	stop()
 	if err != nil {
 		var ee exitError

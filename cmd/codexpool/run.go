@@ -51,21 +51,30 @@ Commands:
   gateway  serve the OpenAI Responses API over HTTP in front of the pool (SDKs, Codex CLI)
   config   print the effective settings, each with its source (--example: a sample codexpool.yaml)
   version  print the version
-  help     this text
+  help     this text; 'codexpool help <command>' is that command's --help
 
 Run 'codexpool <command> --help' for a command's flags.
 `
 
+// env is what the program reads and writes besides its arguments.
 type env struct {
-	getenv func(string) string
-	stdin  io.Reader
-	stdout io.Writer
-	stderr io.Writer
+	getenv  func(string) string
+	environ func() []string // the variables as NAME=value (os.Environ); nil = unknown, not checked
+	stdin   io.Reader
+	stdout  io.Writer
+	stderr  io.Writer
 }
 
-// run is the whole program: main only wires the process's context, arguments and streams.
+// run is the whole program in an environment read through getenv alone: it cannot list its
+// variables, so misspelt CODEXPOOL_* names go unnoticed (main uses env.run with os.Environ).
 func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
-	e := env{getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr}
+	return env{getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr}.run(ctx, args)
+}
+
+// run is the whole program: main only wires the process's context, arguments, environment and
+// streams.
+func (e env) run(ctx context.Context, args []string) error {
+	stdout, stderr := e.stdout, e.stderr
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return exitError{code: 2, msg: "no command given"}
@@ -95,6 +104,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		fmt.Fprintln(stdout, "codexpool", getVersion())
 		return nil
 	case "help", "-h", "--help", "-help":
+		if cmd == "help" && len(rest) > 0 && rest[0] != "help" {
+			return e.run(ctx, []string{rest[0], "--help"}) // codexpool help CMD = codexpool CMD --help
+		}
 		fmt.Fprint(stdout, usage)
 		return nil
 	default:

@@ -41,6 +41,14 @@ func TestRun(t *testing.T) {
 		{name: "gateway help lists settings", args: []string{"gateway", "--help"}, wantOut: "CODEXPOOL_GATEWAY_KEYS"},
 		{name: "gateway takes no arguments", args: []string{"gateway", "extra"}, wantCode: 2, wantMsg: "takes no arguments"},
 		{name: "help names gateway", args: []string{"help"}, wantOut: "gateway  serve the OpenAI Responses API"},
+		{name: "--help is the top-level help", args: []string{"--help"}, wantOut: "Commands:"},
+		{name: "help help is the top-level help", args: []string{"help", "help"}, wantOut: "Commands:"},
+		{name: "help worker is worker --help", args: []string{"help", "worker"}, wantOut: "Usage: codexpool worker"},
+		{name: "help worker lists the settings", args: []string{"help", "worker"}, wantOut: "CODEXPOOL_MAX_INFLIGHT"},
+		{name: "help ask is ask --help", args: []string{"help", "ask"}, wantOut: "Usage: codexpool ask"},
+		{name: "help sim is sim --help", args: []string{"help", "sim"}, wantOut: "-upgrade-rate"},
+		{name: "help version prints the version", args: []string{"help", "version"}, wantOut: "codexpool "},
+		{name: "help of an unknown command", args: []string{"help", "frob"}, wantCode: 2, wantMsg: `unknown command "frob"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -42,7 +42,23 @@ Control (HTTP on the same address):
   POST /_sim/ws?off=true                    answer upgrades with 426 (HTTP streaming keeps working)
 Per request: metadata {"sim_fault": "failed", "sim_latency_ms": "200", "sim_words": "5"}.
 Faults: drop, failed, incomplete, bad_json, stall, binary, error, error:429, error_nostatus,
-conn_limit, close1008.
+conn_limit, close1008, overloaded (an error event server_is_overloaded inside the 200 stream),
+overloaded_failed (response.failed with that code).
+
+Tool calls: a directive in the text of the last user message,
+  [sim:tool name=Bash args={"command":"echo hi > f.txt"}]
+is answered with a function_call output item (call_id, name, arguments streamed as
+response.function_call_arguments.delta/done); several directives = parallel calls. The name must
+be declared in the request's tools, else the answer is text saying so. --tool-call 'name=Bash
+args={...}' (repeatable) makes the same calls for every request without a directive. A request
+whose input sends function_call_output items back (each with its function_call; no assistant
+message and no user message with a directive after them) is answered with text quoting them:
+"Tool Bash returned: <output>".
+Reasoning: with "include": ["reasoning.encrypted_content"] the answer starts with a reasoning
+item (summary streamed, opaque encrypted_content, usage reasoning_tokens); sending the item back
+is accepted, forged encrypted_content is refused.
+Prompt cache (per account, off with --no-prompt-cache): a repeated prefix (whole 256-byte blocks)
+of instructions+tools+input is reported in usage.input_tokens_details.cached_tokens.
 `
 
 // loginTarget is one --write-login NAME=PATH.
@@ -53,6 +69,7 @@ func runSim(ctx context.Context, e env, args []string) error {
 	addr := fs.String("addr", "127.0.0.1:8090", "listen address")
 	var opts codextest.Options
 	bindSimFlags(fs.FlagSet, &opts)
+	bindSimToolFlags(fs.FlagSet, &opts)
 	accountsFile := fs.String("accounts", "", "accounts file (YAML or JSON list; see below)")
 	var logins []loginTarget
 	fs.Func("write-login", "at start, write the auth.json of a new login of account NAME to PATH, given as `NAME=PATH` (mode 0600; repeatable)", func(v string) error {
@@ -105,6 +122,20 @@ func bindSimFlags(fs *flag.FlagSet, o *codextest.Options) {
 	fs.DurationVar(&o.TokenLifetime, "token-lifetime", o.TokenLifetime, "lifetime of issued access tokens (0 = 1h)")
 	fs.DurationVar(&o.RefreshLatency, "refresh-latency", o.RefreshLatency, "delay of every /oauth/token answer (0 = none)")
 	fs.BoolVar(&o.WSOff, "ws-off", o.WSOff, "answer every WebSocket upgrade with 426; HTTP streaming keeps working")
+}
+
+// bindSimToolFlags registers the flags of `codexpool sim` alone: --tool-call (repeatable) and
+// --no-prompt-cache.
+func bindSimToolFlags(fs *flag.FlagSet, o *codextest.Options) {
+	fs.Func("tool-call", "answer every request without a [sim:tool ...] directive with this function call, given as `'name=NAME args={JSON}'` (repeatable: parallel calls)", func(v string) error {
+		tc, err := codextest.ParseToolCall(v)
+		if err != nil {
+			return err
+		}
+		o.ToolCalls = append(o.ToolCalls, tc)
+		return nil
+	})
+	fs.BoolVar(&o.NoPromptCache, "no-prompt-cache", o.NoPromptCache, "report no cached_tokens (switch the per-account prompt cache off)")
 }
 
 // simAccounts loads --accounts into opts and checks that every --write-login names one of them.

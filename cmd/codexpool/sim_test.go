@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -200,9 +201,127 @@ func TestSimHelpListsEveryFlag(t *testing.T) {
 	help := stdout.String() + stderr.String()
 	for _, f := range []string{"addr", "accounts", "write-login", "latency", "ttft", "words", "upgrade-rate",
 		"upgrade-burst", "retry-after", "max-conns", "max-conn-age", "token", "token-lifetime",
-		"refresh-latency", "ws-off"} {
+		"refresh-latency", "ws-off", "tool-call", "no-prompt-cache"} {
 		if !strings.Contains(help, "\n  -"+f+" ") && !strings.Contains(help, "\n  -"+f+"\n") {
 			t.Errorf("sim --help does not list -%s:\n%s", f, help)
 		}
+	}
+}
+
+// TestBindSimToolFlags: --tool-call parses into Options.ToolCalls (repeatable, in order), bad
+// values fail naming the problem, and --no-prompt-cache sets NoPromptCache.
+func TestBindSimToolFlags(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		want    []codextest.ToolCall
+		noCache bool
+		wantErr string
+	}{
+		{name: "two calls", args: []string{`--tool-call=name=Bash args={"command":"ls"}`, "--tool-call=name=Read", "--no-prompt-cache"},
+			want: []codextest.ToolCall{{Name: "Bash", Arguments: `{"command":"ls"}`}, {Name: "Read"}}, noCache: true},
+		{name: "bad args", args: []string{"--tool-call=name=Bash args=[1]"}, wantErr: "JSON object"},
+		{name: "no name", args: []string{"--tool-call=Bash"}, wantErr: "name=NAME"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var o codextest.Options
+			fs := flag.NewFlagSet("sim", flag.ContinueOnError)
+			fs.SetOutput(&bytes.Buffer{})
+			bindSimToolFlags(fs, &o)
+			err := fs.Parse(tt.args)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("Parse(%q) = %v, want an error containing %q", tt.args, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || !slices.Equal(o.ToolCalls, tt.want) || o.NoPromptCache != tt.noCache {
+				t.Errorf("Parse(%q): %v, ToolCalls %+v NoPromptCache %v; want %+v %v", tt.args, err, o.ToolCalls, o.NoPromptCache, tt.want, tt.noCache)
+			}
+		})
+	}
+}
+
+// startSim runs `codexpool sim` with args until the test ends and returns its WebSocket origin
+// and control URLs, as printed.
+func startSim(t *testing.T, args ...string) (origin, control string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var stdout, stderr testutil.SyncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, append([]string{"sim", "--addr", "127.0.0.1:0"}, args...), func(string) string { return "" }, strings.NewReader(""), &stdout, &stderr)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("sim: %v", err)
+		}
+	})
+	re := regexp.MustCompile(`origin (ws://\S+)\n(?s:.*)control (\S+)/stats`)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if m := re.FindStringSubmatch(stdout.String()); m != nil {
+			return m[1], m[2]
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("sim exited: %v\n%s", err, stderr.String())
+		case <-time.After(10 * time.Millisecond): // polling interval
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no URLs printed: %q", stdout.String())
+		}
+	}
+}
+
+// TestSimToolCallAndOverload runs `codexpool sim --tool-call`: a request declaring the tool is
+// answered with that function call; after POST /_sim/fault?kind=overloaded the next response
+// ends with the in-stream server_is_overloaded error.
+func TestSimToolCallAndOverload(t *testing.T) {
+	origin, control := startSim(t, `--tool-call=name=Bash args={"command":"echo hi > f.txt"}`)
+	c, _, err := websocket.DefaultDialer.Dial(origin, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	frame := `{"type":"response.create","model":"m","input":"hi","tools":[{"type":"function","name":"Bash"}]}`
+	last := func() map[string]any {
+		t.Helper()
+		if err := c.WriteMessage(websocket.TextMessage, []byte(frame)); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			_, data, err := c.ReadMessage()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ev map[string]any
+			json.Unmarshal(data, &ev)
+			switch ev["type"] {
+			case "response.completed", "response.failed", "error":
+				return ev
+			}
+		}
+	}
+	ev := last()
+	out, _ := ev["response"].(map[string]any)["output"].([]any)
+	if len(out) != 1 || out[0].(map[string]any)["name"] != "Bash" || out[0].(map[string]any)["arguments"] != `{"command":"echo hi > f.txt"}` {
+		t.Fatalf("response.completed output %v, want the --tool-call Bash call", out)
+	}
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Post(control+"/fault?n=1&kind=overloaded", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST /_sim/fault: %d", resp.StatusCode)
+	}
+	if ev := last(); ev["type"] != "error" || ev["error"].(map[string]any)["code"] != "server_is_overloaded" {
+		t.Errorf("after the overloaded fault: %v, want the server_is_overloaded error event", ev)
 	}
 }

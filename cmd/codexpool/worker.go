@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"path/filepath"
 	"sync/atomic"
 	"time"
@@ -22,7 +23,8 @@ import (
 const workerTrailer = `A worker joins the queue group on the request subject and runs each request it gets as a
 generation over a WebSocket to the Codex origin. Start more processes, on more machines, to scale
 out. With no CODEXPOOL_NATS_URL the worker embeds a NATS server that clients and other workers
-can join.
+can join; when CODEXPOOL_EMBEDDED_NATS_ADDR is taken by such a server of this user (another
+plain worker), it joins that one instead.
 
 Settings: the file key (in --config FILE or $CODEXPOOL_CONFIG), overridden by the variable:
 `
@@ -77,6 +79,9 @@ func newWorkerMain(e env, cfg workerConfig) (*workerMain, error) {
 		return nil, err
 	}
 	m := &workerMain{cfg: cfg, getenv: e.getenv, log: log, url: cfg.NATSURL}
+	if err := checkEnviron(e, "worker", cfg.Accounts, func(msg string) { log.Warn(msg) }); err != nil {
+		return nil, err
+	}
 	if _, err = cfg.security().Options(); err != nil { // the security files, checked before anything starts
 		return nil, err
 	}
@@ -244,6 +249,9 @@ func (m *workerMain) startEmbedded(context.Context) (func(), error) {
 	// The embedded server admits only this user's codexpool commands: they read the credential
 	// it requires from the state directory (0600).
 	credPath := localAuthPath(m.getenv)
+	if err := canListen(m.cfg.EmbeddedNATSAddr); err != nil {
+		return nil, m.joinEmbedded(credPath, err)
+	}
 	auth, err := queue.LoadOrCreateLocalAuth(credPath)
 	if err != nil {
 		return nil, err
@@ -269,6 +277,61 @@ func (m *workerMain) startEmbedded(context.Context) (func(), error) {
 		ns.Shutdown()
 		ns.WaitForShutdown()
 	}, nil
+}
+
+// canListen returns why nothing can listen on addr, or nil when something can.
+func canListen(addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	return ln.Close()
+}
+
+// joinEmbedded joins the NATS server that holds the embedded server's address — most likely the
+// embedded server of another worker of this user — when it admits this user's local credential:
+// the worker then serves through it. Otherwise the error says what to set, at once.
+func (m *workerMain) joinEmbedded(credPath string, listenErr error) error {
+	url := "nats://" + loopbackAddr(m.cfg.EmbeddedNATSAddr)
+	auth, err := queue.ReadLocalAuth(credPath)
+	if err == nil {
+		var nc *nats.Conn
+		nc, err = nats.Connect(url, nats.UserInfo(auth.User, auth.Password), nats.Timeout(2*time.Second),
+			nats.NoReconnect(), nats.Name("codexpool worker "+m.cfg.id()))
+		if err == nil {
+			nc.Close()
+			m.url = url // on loopback, connect presents the credential on its own
+			if host, _, _ := net.SplitHostPort(loopbackAddr(m.cfg.EmbeddedNATSAddr)); !isLoopback(host) {
+				m.url = auth.URL(url)
+			}
+			m.log.Info("joined the embedded NATS server at "+url+" (another worker's: it serves as long as that one runs)",
+				"url", url, "password_file", credPath)
+			return nil
+		}
+	}
+	return fmt.Errorf("worker: cannot embed a NATS server on %s (%s_EMBEDDED_NATS_ADDR): %w; nor join the server there "+
+		"with this user's credential (%v). Set %s_NATS_URL to the NATS server to join (with its credentials), "+
+		"or %s_EMBEDDED_NATS_ADDR to a free address to embed another", m.cfg.EmbeddedNATSAddr, envPrefix, listenErr, err,
+		envPrefix, envPrefix)
+}
+
+// loopbackAddr is where to dial a server listening on addr: an unspecified host (0.0.0.0, ::, none)
+// is this machine's loopback.
+func loopbackAddr(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// isLoopback reports whether host is this machine's loopback.
+func isLoopback(host string) bool {
+	ip := net.ParseIP(host)
+	return host == "localhost" || ip != nil && ip.IsLoopback()
 }
 
 func (m *workerMain) connect(ctx context.Context) (func(), error) {

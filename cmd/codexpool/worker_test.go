@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"net"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -102,4 +103,50 @@ func TestWorkerFailedStartUndoesItsSteps(t *testing.T) {
 	}
 	ln.Close()
 	waitFor(t, 10*time.Second, "the worker's NATS connection to close", func() bool { return ns.NumClients() == 0 })
+}
+
+// TestWorkerEmbeddedAddrTaken: a worker whose embedded address is held by a server it cannot
+// join (another user's, or no NATS at all) fails at once, naming the two variables that fix it,
+// instead of waiting 10 s for a server that cannot start.
+func TestWorkerEmbeddedAddrTaken(t *testing.T) {
+	other, err := queue.StartEmbedded("127.0.0.1:0", nil, queue.WithLocalAuth(queue.NewLocalAuth()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { other.Shutdown(); other.WaitForShutdown() })
+	ln, err := net.Listen("tcp", "127.0.0.1:0") // accepts connections, never speaks NATS
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	tests := []struct {
+		name, addr, wantErr string
+	}{
+		{"another user's server", strings.TrimPrefix(other.ClientURL(), "nats://"), "Authorization Violation"},
+		{"not a NATS server", ln.Addr().String(), "i/o timeout"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			state := t.TempDir()
+			if _, err := queue.LoadOrCreateLocalAuth(filepath.Join(state, "codexpool", queue.LocalAuthFileName)); err != nil {
+				t.Fatal(err)
+			}
+			env := workerEnv(map[string]string{"CODEXPOOL_EMBEDDED_NATS_ADDR": tt.addr, "XDG_STATE_HOME": state})
+			var stderr testutil.SyncBuffer
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			start := time.Now()
+			err := run(ctx, []string{"worker"}, envOf(env), strings.NewReader(""), &testutil.SyncBuffer{}, &stderr)
+			took := time.Since(start)
+			for _, want := range []string{"cannot embed a NATS server on " + tt.addr, tt.wantErr,
+				"Set CODEXPOOL_NATS_URL", "CODEXPOOL_EMBEDDED_NATS_ADDR to a free address"} {
+				if err == nil || !strings.Contains(err.Error(), want) {
+					t.Fatalf("got %v, want an error containing %q\n%s", err, want, stderr.String())
+				}
+			}
+			if took > 5*time.Second {
+				t.Errorf("the worker took %s to fail, want it at once", took)
+			}
+		})
+	}
 }

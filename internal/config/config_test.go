@@ -2,6 +2,7 @@ package config
 
 import (
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -109,5 +110,37 @@ func writeFile(t *testing.T, path, content string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestUnknownVars(t *testing.T) {
+	type spec struct {
+		MaxInflight int           `env:"MAX_INFLIGHT" key:"nats.max_inflight"`
+		Keys        string        `env:"GATEWAY_KEYS" key:"gateway.keys"`
+		Spacing     time.Duration `env:"SPACING" ms:"SPACING_MS" key:"gate.spacing"`
+	}
+	l := Loader{Prefix: "P", Known: []any{&spec{}}}
+	tests := []struct {
+		name    string
+		environ []string
+		want    []Unknown
+	}{
+		{"settings are known", []string{"P_MAX_INFLIGHT=5", "P_GATEWAY_KEYS=k", "P_SPACING_MS=40"}, nil},
+		{"a typo names the setting", []string{"P_MAX_INFLIGT=5"}, []Unknown{{"P_MAX_INFLIGT", "P_MAX_INFLIGHT"}}},
+		{"singular of a plural", []string{"P_GATEWAY_KEY=k"}, []Unknown{{"P_GATEWAY_KEY", "P_GATEWAY_KEYS"}}},
+		{"other prefixes and empty values are ignored", []string{"PATH=/bin", "PX_A=1", "P_MAX_INFLIGT=", "P="}, nil},
+		{"names read on purpose are not settings", []string{"P_CONFIG=/etc/p.yaml"}, nil},
+		{"in order", []string{"P_B=1", "P_A=1"}, []Unknown{{"P_B", "P_SPACING"}, {"P_A", "P_SPACING"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := l.UnknownVars(tt.environ, []string{"P_CONFIG"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("UnknownVars(%q) = %v, want %v", tt.environ, got, tt.want)
+			}
+		})
 	}
 }

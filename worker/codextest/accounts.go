@@ -75,6 +75,9 @@ type AccountStats struct {
 	RefreshOK          int64         `json:"refresh_ok"`          // of those, that spent a valid token and issued new ones
 	RefreshReused      int64         `json:"refresh_reused"`      // of those, answered refresh_token_reused
 	RefreshInvalidated int64         `json:"refresh_invalidated"` // of those, answered refresh_token_invalidated
+	InputTokens        int64         `json:"input_tokens"`        // usage.input_tokens summed over the responses started
+	CachedTokens       int64         `json:"cached_tokens"`       // of those, cached_tokens: the account's prompt cache hits
+	ToolCalls          int64         `json:"tool_calls"`          // function_call items of the responses started
 	Windows            []WindowStats `json:"windows,omitempty"`   // usage per window, in Account.Windows order
 }
 
@@ -101,6 +104,7 @@ type account struct {
 type acctCounters struct {
 	responses, sse, completed, accepted, rejected, rejected403, unauthorized, usageLimited atomic.Int64
 	refreshCalls, refreshOK, refreshReused, refreshInvalidated                             atomic.Int64
+	tokens                                                                                 tokenCounters
 }
 
 func (c *acctCounters) reset() {
@@ -109,6 +113,7 @@ func (c *acctCounters) reset() {
 		&c.refreshReused, &c.refreshInvalidated} {
 		v.Store(0)
 	}
+	c.tokens.reset()
 }
 
 // windowState is a Window and its current period. The zero start means "not used yet".
@@ -241,6 +246,9 @@ func (a *account) stats(now time.Time) AccountStats {
 		RefreshOK:          c.refreshOK.Load(),
 		RefreshReused:      c.refreshReused.Load(),
 		RefreshInvalidated: c.refreshInvalidated.Load(),
+		InputTokens:        c.tokens.input.Load(),
+		CachedTokens:       c.tokens.cached.Load(),
+		ToolCalls:          c.tokens.calls.Load(),
 		Windows:            a.usage(now, false),
 	}
 }

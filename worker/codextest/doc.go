@@ -28,6 +28,25 @@
 //   - WebSockets switched off (426 on every upgrade, as an origin without them): Options.WSOff,
 //     [Limits.SetWSOff].
 //
+// Beyond text, answers speak more of the real origin:
+//
+//   - tool calls: each directive `[sim:tool name=NAME args={JSON}]` in the text of the last user
+//     message (or, without one, each of Options.ToolCalls) becomes a function_call output item
+//     (call_id, name, arguments streamed as response.function_call_arguments.delta/done) — several
+//     are parallel calls; the name must be declared in the request's tools, else the answer is
+//     text saying so. Input that sends function_call_output items back (each after its function_call;
+//     an unknown call_id is a 400), with no assistant message and no user message with a
+//     directive after them, is answered with the text "Tool NAME returned: OUTPUT", a line per
+//     output;
+//   - reasoning: with include ["reasoning.encrypted_content"] the answer starts with a reasoning
+//     item (its summary streamed, an opaque encrypted_content, output_tokens_details.
+//     reasoning_tokens); reasoning items sent back must carry content the server issued (else 400);
+//   - a prompt cache per account (Options.NoPromptCache switches it off): the longest
+//     previously seen prefix, in whole 256-byte blocks, of a request's instructions, tools and
+//     input is its share of input_tokens reported as input_tokens_details.cached_tokens;
+//   - an overloaded origin inside a 200 stream: faults "overloaded" (an error event with code
+//     server_is_overloaded) and "overloaded_failed" (response.failed with that code).
+//
 // The Server is a shell, as httptest.Server is; each kind of harm has its own field and type:
 // Server.Faults ([Faults]: what the next requests suffer), Server.Limits ([Limits]: what gets
 // through), Server.Accounts ([Accounts]) and Server.Logins ([Logins]).
@@ -52,7 +71,8 @@
 // every refresh token is single-use, and reusing one answers refresh_token_reused and revokes its
 // whole family. [Faults.Refresh] makes the endpoint slow, failing, garbled or buggy.
 //
-// Counters are read with [Server.Stats]; [Server.WaitAborts] waits for clients that gave up
+// Counters are read with [Server.Stats] (InputTokens, CachedTokens and ToolCalls sum the usage
+// and function calls of the responses started, per account too); [Server.WaitAborts] waits for clients that gave up
 // mid-response. The same controls are served over HTTP under ControlURL (GET stats, accounts,
 // login; POST reject, limit, fault, refresh_fault, usage, ws, reset, close_clients), for
 // `codexpool sim`.

@@ -56,7 +56,7 @@ type responseObj struct {
 	CreatedAt         int64              `json:"created_at"`
 	Status            string             `json:"status"`
 	Model             string             `json:"model"`
-	Output            []outputItem       `json:"output"`
+	Output            []any              `json:"output"` // outputItem, callItem, reasoningItem
 	Usage             *usage             `json:"usage"`
 	Error             *respError         `json:"error"`
 	IncompleteDetails *incompleteDetails `json:"incomplete_details"`
@@ -83,8 +83,8 @@ type responseEvent struct {
 
 type itemEvent struct {
 	evHead
-	OutputIndex int        `json:"output_index"`
-	Item        outputItem `json:"item"`
+	OutputIndex int `json:"output_index"`
+	Item        any `json:"item"` // outputItem, callItem or reasoningItem
 }
 
 type partEvent struct {
@@ -220,6 +220,11 @@ type genRequest struct {
 	Input    json.RawMessage   `json:"input"`
 	Generate *bool             `json:"generate"`
 	Metadata map[string]string `json:"metadata"`
+	// Instructions, Tools and Include are kept raw: a shape the server does not read must not
+	// fail the frame.
+	Instructions json.RawMessage `json:"instructions"`
+	Tools        json.RawMessage `json:"tools"`
+	Include      json.RawMessage `json:"include"`
 }
 
 // plan holds the per-response settings after metadata overrides.
@@ -227,6 +232,7 @@ type plan struct {
 	latency, ttft time.Duration
 	words         int
 	fault         Fault
+	calls         []ToolCall // Options.ToolCalls: the calls of a turn without a directive
 }
 
 // schedule returns the offset of delta i (0-based) and of the completion, per Options.TTFT.
@@ -240,15 +246,17 @@ func (p plan) deltaAt(i int) time.Duration {
 	return p.ttft + time.Duration(int64(p.latency-p.ttft)*int64(i)/int64(p.words))
 }
 
-// buildSteps turns one response.create into the timed steps of its answer.
-func buildSteps(p plan, req *genRequest, prompt, respID, msgID string, now time.Time) []step {
+// buildSteps turns one response.create, read as t, into the timed steps of its answer; id names
+// the response and its items (resp_sim<id>, msg_sim<id>, ...).
+func buildSteps(p plan, req *genRequest, t *turn, id string, now time.Time) []step {
 	model := req.Model
 	if model == "" {
 		model = "gpt-5.1-codex"
 	}
 	b := &stepBuilder{
 		steps: make([]step, 0, p.words+10),
-		resp:  responseObj{ID: respID, Object: "response", CreatedAt: now.Unix(), Model: model},
+		resp:  responseObj{ID: "resp_sim" + id, Object: "response", CreatedAt: now.Unix(), Model: model},
+		id:    id,
 	}
 	if b.faulted(p, now) {
 		return b.steps
@@ -259,14 +267,16 @@ func buildSteps(p plan, req *genRequest, prompt, respID, msgID string, now time.
 		b.add(0, ev)
 		return b.steps
 	}
-	b.answer(p, prompt, msgID)
+	b.reply(p, t)
 	return b.steps
 }
 
 // A stepBuilder collects the steps of one response.
 type stepBuilder struct {
-	steps []step
-	resp  responseObj // the response's id, creation and model
+	steps  []step
+	resp   responseObj // the response's id, creation and model
+	id     string      // the response's number, in the ids of its items
+	output []any       // the output items so far, as done
 }
 
 func (b *stepBuilder) add(at time.Duration, ev sequenced) {
@@ -275,10 +285,13 @@ func (b *stepBuilder) add(at time.Duration, ev sequenced) {
 
 func (b *stepBuilder) addOp(st step) { b.steps = append(b.steps, st) }
 
+// nextIndex is the output_index of the next output item.
+func (b *stepBuilder) nextIndex() int { return len(b.output) }
+
 // respEvent is a response-level event of type typ with the response in status.
 func (b *stepBuilder) respEvent(typ, status string) *responseEvent {
 	r := b.resp
-	r.Status, r.Output = status, []outputItem{}
+	r.Status, r.Output = status, []any{}
 	return &responseEvent{evHead: evHead{Type: typ}, Response: r}
 }
 
@@ -312,51 +325,114 @@ func (b *stepBuilder) faulted(p plan, now time.Time) bool {
 		return true
 	}
 	b.add(0, b.respEvent(evInProgress, "in_progress"))
-	if p.fault == FaultFailed {
+	return b.failed(p)
+}
+
+// failed adds the end of a response that fails after response.in_progress, and reports
+// whether p.fault is such a fault.
+func (b *stepBuilder) failed(p plan) bool {
+	switch p.fault {
+	case FaultFailed:
 		ev := b.respEvent(evFailed, "failed")
 		ev.Response.Error = &respError{Code: "server_error", Message: "The model failed to generate a response (simulated)."}
 		b.add(p.deltaAt(0), ev)
-		return true
+	case FaultOverloaded:
+		b.add(p.deltaAt(0), overloadedEvent())
+	case FaultOverloadedFailed:
+		ev := b.respEvent(evFailed, "failed")
+		ev.Response.Error = &respError{Code: codeOverloaded, Message: overloadedMessage}
+		b.add(p.deltaAt(0), ev)
+	default:
+		return false
 	}
-	return false
+	return true
 }
 
-// answer adds the message of p.words words, its deltas on p's schedule, and the completion (or,
-// with FaultIncomplete, response.incomplete).
-func (b *stepBuilder) answer(p plan, prompt, msgID string) {
-	end := p.latency
-	item := outputItem{ID: msgID, Type: "message", Status: "in_progress", Role: "assistant", Content: []contentPart{}}
-	b.add(0, &itemEvent{evHead: evHead{Type: evItemAdded}, Item: item})
-	b.add(0, &partEvent{evHead: evHead{Type: evPartAdded}, ItemID: msgID, Part: contentPart{Type: "output_text"}})
-	h := promptHash(prompt)
-	var text strings.Builder
-	for i := range p.words {
-		w := wordAt(h, i)
-		if i > 0 {
-			w = " " + w
-		}
-		text.WriteString(w)
-		b.add(p.deltaAt(i), &deltaEvent{evHead: evHead{Type: evDelta}, ItemID: msgID, Delta: w})
+const (
+	codeOverloaded    = "server_is_overloaded"
+	overloadedMessage = "Our servers are currently overloaded. Please try again later. (simulated)"
+)
+
+// overloadedEvent is the error event an overloaded origin sends inside a 200 stream: no status.
+func overloadedEvent() *errorEvent {
+	return &errorEvent{
+		evHead: evHead{Type: evError},
+		Error:  errorBody{Type: "service_unavailable_error", Code: codeOverloaded, Message: overloadedMessage},
 	}
-	full := text.String()
-	part := contentPart{Type: "output_text", Text: full}
-	b.add(end, &textDoneEvent{evHead: evHead{Type: evTextDone}, ItemID: msgID, Text: full})
-	b.add(end, &partEvent{evHead: evHead{Type: evPartDone}, ItemID: msgID, Part: part})
-	done := outputItem{ID: msgID, Type: "message", Status: "completed", Role: "assistant", Content: []contentPart{part}}
-	u := &usage{InputTokens: max(1, len(strings.Fields(prompt))), OutputTokens: p.words}
+}
+
+// reply adds the answer t asks for, after a reasoning item when it asks for one: function
+// calls, text quoting tool results or saying why a call cannot be made, or the Answer words;
+// then the completion (or, with FaultIncomplete, response.incomplete).
+func (b *stepBuilder) reply(p plan, t *turn) {
+	u := &usage{InputTokens: max(1, len(strings.Fields(t.prompt)))}
+	u.InputTokensDetails.CachedTokens = int(float64(u.InputTokens) * t.cached)
+	if t.reasoning {
+		u.OutputTokensDetails.ReasoningTokens = b.reasoning()
+	}
+	text, calls := t.decide(p.calls)
+	switch {
+	case calls != nil:
+		for i, c := range calls {
+			u.OutputTokens += b.call(i, c)
+		}
+	case text != "":
+		b.message(p, []string{text})
+		u.OutputTokens = len(strings.Fields(text))
+	default:
+		b.message(p, answerDeltas(t.prompt, p.words))
+		u.OutputTokens = p.words
+	}
+	u.OutputTokens += u.OutputTokensDetails.ReasoningTokens
 	u.TotalTokens = u.InputTokens + u.OutputTokens
+	b.finish(p, u)
+}
+
+// answerDeltas are the deltas of Answer(prompt, words): a word each, after the first with a
+// leading space.
+func answerDeltas(prompt string, words int) []string {
+	h := promptHash(prompt)
+	out := make([]string, words)
+	for i := range words {
+		out[i] = wordAt(h, i)
+		if i > 0 {
+			out[i] = " " + out[i]
+		}
+	}
+	return out
+}
+
+// message adds a message item whose text is deltas, on p's schedule. With FaultIncomplete its
+// output_item.done is left out and the item is incomplete.
+func (b *stepBuilder) message(p plan, deltas []string) {
+	end, idx, msgID := p.latency, b.nextIndex(), "msg_sim"+b.id
+	item := outputItem{ID: msgID, Type: "message", Status: "in_progress", Role: "assistant", Content: []contentPart{}}
+	b.add(0, &itemEvent{evHead: evHead{Type: evItemAdded}, OutputIndex: idx, Item: item})
+	b.add(0, &partEvent{evHead: evHead{Type: evPartAdded}, ItemID: msgID, OutputIndex: idx, Part: contentPart{Type: "output_text"}})
+	for i, d := range deltas {
+		b.add(p.deltaAt(i), &deltaEvent{evHead: evHead{Type: evDelta}, ItemID: msgID, OutputIndex: idx, Delta: d})
+	}
+	full := strings.Join(deltas, "")
+	part := contentPart{Type: "output_text", Text: full}
+	b.add(end, &textDoneEvent{evHead: evHead{Type: evTextDone}, ItemID: msgID, OutputIndex: idx, Text: full})
+	b.add(end, &partEvent{evHead: evHead{Type: evPartDone}, ItemID: msgID, OutputIndex: idx, Part: part})
+	done := outputItem{ID: msgID, Type: "message", Status: "completed", Role: "assistant", Content: []contentPart{part}}
 	if p.fault == FaultIncomplete {
 		done.Status = "incomplete"
-		ev := b.respEvent(evIncomplete, "incomplete")
-		ev.Response.Output = []outputItem{done}
-		ev.Response.Usage = u
-		ev.Response.IncompleteDetails = &incompleteDetails{Reason: "max_output_tokens"}
-		b.add(end, ev)
-		return
+	} else {
+		b.add(end, &itemEvent{evHead: evHead{Type: evItemDone}, OutputIndex: idx, Item: done})
 	}
-	b.add(end, &itemEvent{evHead: evHead{Type: evItemDone}, Item: done})
+	b.output = append(b.output, done)
+}
+
+// finish adds the response's terminal event with its output and usage u.
+func (b *stepBuilder) finish(p plan, u *usage) {
 	ev := b.respEvent(evCompleted, "completed")
-	ev.Response.Output = []outputItem{done}
+	if p.fault == FaultIncomplete {
+		ev = b.respEvent(evIncomplete, "incomplete")
+		ev.Response.IncompleteDetails = &incompleteDetails{Reason: "max_output_tokens"}
+	}
+	ev.Response.Output = b.output
 	ev.Response.Usage = u
-	b.add(end, ev)
+	b.add(p.latency, ev)
 }

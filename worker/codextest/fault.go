@@ -43,6 +43,13 @@ const (
 	// FaultClose1008 sends Close 1008 (policy violation) instead of answering, and closes the
 	// socket. As an upgrade-level fault: 101 followed at once by Close 1008.
 	FaultClose1008 Fault = "close1008"
+	// FaultOverloaded sends response.created, response.in_progress, then, inside the same 200
+	// stream, the error event of an overloaded origin:
+	// {"type":"error","error":{"type":"service_unavailable_error","code":"server_is_overloaded",...}}.
+	FaultOverloaded Fault = "overloaded"
+	// FaultOverloadedFailed is FaultOverloaded as a response.failed whose response.error.code is
+	// server_is_overloaded.
+	FaultOverloadedFailed Fault = "overloaded_failed"
 	// FaultHangUpgrade is upgrade-level only: the TCP connection is accepted but the upgrade is
 	// never answered (until the client gives up or the server closes).
 	FaultHangUpgrade Fault = "hang_upgrade"
@@ -77,7 +84,8 @@ func (f Fault) Upgrade() bool {
 func (f Fault) Valid() bool {
 	switch f.kind() {
 	case FaultNone, FaultDrop, FaultFailed, FaultIncomplete, FaultBadJSON, FaultStall, FaultBinary,
-		FaultErrorNoStatus, FaultConnLimit, FaultClose1008, FaultHangUpgrade:
+		FaultErrorNoStatus, FaultConnLimit, FaultClose1008, FaultHangUpgrade, FaultOverloaded,
+		FaultOverloadedFailed:
 		return !strings.Contains(string(f), ":")
 	case FaultError:
 		if !strings.Contains(string(f), ":") {

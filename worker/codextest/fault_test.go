@@ -103,6 +103,19 @@ var faultCases = []struct {
 			t.Errorf("close code %d, want 1000", code)
 		}
 	}},
+	{FaultOverloaded, func(t *testing.T, c *websocket.Conn) {
+		e := expectTypes(t, c, "response.created", "response.in_progress", "error")[2]
+		if _, ok := e.m["status"]; ok || e.get("error.type") != "service_unavailable_error" ||
+			e.get("error.code") != codeOverloaded || e.get("error.message") == "" {
+			t.Errorf("error event %s, want no status, service_unavailable_error %s", e.raw, codeOverloaded)
+		}
+	}},
+	{FaultOverloadedFailed, func(t *testing.T, c *websocket.Conn) {
+		e := expectTypes(t, c, "response.created", "response.in_progress", "response.failed")[2]
+		if e.get("response.status") != "failed" || e.get("response.error.code") != codeOverloaded {
+			t.Errorf("response.failed %s, want error.code %s", e.raw, codeOverloaded)
+		}
+	}},
 	{FaultClose1008, func(t *testing.T, c *websocket.Conn) {
 		if code := expectClose(t, c); code != websocket.ClosePolicyViolation {
 			t.Errorf("close code %d, want 1008", code)

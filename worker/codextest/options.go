@@ -52,6 +52,14 @@ type Options struct {
 	// does, while HTTP streaming keeps working; [Limits.SetWSOff] switches it at run time.
 	// false = WebSockets on.
 	WSOff bool
+	// ToolCalls are the function calls a request is answered with when the last user message
+	// has no [sim:tool ...] directive and the input sends no tool results back (see
+	// [ParseToolCall]); each must be declared in the request's tools. nil = answer with text.
+	ToolCalls []ToolCall
+	// NoPromptCache switches the per-account prompt cache off: usage.input_tokens_details.
+	// cached_tokens is then always 0. false = a repeated prefix of the serialized input (at least
+	// 256 bytes) within one account is reported as cached.
+	NoPromptCache bool
 	// Logf, when set, receives one line per notable event (rejections, faults). nil = silent.
 	Logf func(format string, args ...any)
 }

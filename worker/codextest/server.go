@@ -61,6 +61,7 @@ type Server struct {
 	c        counters
 	aborts   abortLog
 	last     lastRequests
+	caches   promptCaches
 	ids      atomic.Uint64 // response ids
 	done     chan struct{} // closed by Close
 }
@@ -77,12 +78,15 @@ func NewServer(opts Options) *Server {
 
 // Listen starts a Server on addr (host:port; "" = "127.0.0.1:0"), for `codexpool sim --addr`.
 // When addr's host is unspecified, URL and ControlURL name 127.0.0.1. It fails on invalid
-// Options.Accounts, naming the field.
+// Options.Accounts or Options.ToolCalls, naming the field.
 func Listen(addr string, opts Options) (*Server, error) {
 	if addr == "" {
 		addr = "127.0.0.1:0"
 	}
 	if err := validateAccounts(opts.Accounts); err != nil {
+		return nil, fmt.Errorf("codextest: %w", err)
+	}
+	if err := validateToolCalls(opts.ToolCalls); err != nil {
 		return nil, fmt.Errorf("codextest: %w", err)
 	}
 	ln, err := net.Listen("tcp", addr)

@@ -293,7 +293,7 @@ func TestDeltaSchedule(t *testing.T) {
 			for i := range tt.p.words {
 				got = append(got, tt.p.deltaAt(i))
 			}
-			steps := buildSteps(tt.p, &genRequest{}, "p", "resp_1", "msg_1", time.Unix(0, 0))
+			steps := buildSteps(tt.p, &genRequest{}, &turn{prompt: "p"}, "1", time.Unix(0, 0))
 			got = append(got, steps[len(steps)-1].at)
 			if !slices.Equal(got, tt.want) {
 				t.Errorf("schedule %v, want %v", got, tt.want)

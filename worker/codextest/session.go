@@ -149,7 +149,8 @@ func (sc *session) frame(g *generation, data []byte, timer *time.Timer) (*genera
 
 // begin starts a response for acct (nil without accounts) at now, over HTTP streaming when sse:
 // an exhausted account is refused with usage_limit_reached (before any fault is drawn), bad
-// metadata with an invalid_request error; otherwise the response is counted and its timed steps
+// metadata or input (an unknown call_id, foreign encrypted_content) with an invalid_request
+// error; otherwise the response is counted and its timed steps
 // returned, led by a codex.rate_limits event when the account has usage windows.
 func (s *Server) begin(acct *account, req *genRequest, sse bool, now time.Time) ([]step, *errorEvent) {
 	var usage []WindowStats
@@ -162,6 +163,10 @@ func (s *Server) begin(acct *account, req *genRequest, sse bool, now time.Time) 
 			return nil, usageLimitEvent(acct.planType(), resetAt, now)
 		}
 		usage = u
+	}
+	t, err := readTurn(req) // before plan, so that a refused request draws no queued fault
+	if err != nil {
+		return nil, badRequestEvent(err.Error())
 	}
 	p, err := s.plan(req.Metadata)
 	if err != nil {
@@ -181,8 +186,14 @@ func (s *Server) begin(acct *account, req *genRequest, sse bool, now time.Time) 
 		s.c.faults.Add(1)
 		s.logf("codextest: response fault %s", p.fault)
 	}
-	id := strconv.FormatUint(s.ids.Add(1), 16)
-	steps := buildSteps(p, req, promptOfInput(req.Input), "resp_sim"+id, "msg_sim"+id, now)
+	if !s.opts.NoPromptCache {
+		t.cached = s.caches.of(acct.name()).lookup(serializedInput(req))
+	}
+	steps := buildSteps(p, req, t, strconv.FormatUint(s.ids.Add(1), 16), now)
+	s.c.tokens.add(steps)
+	if acct != nil {
+		acct.c.tokens.add(steps)
+	}
 	if len(usage) > 0 {
 		info := step{op: opInfo, name: evRateLimits, raw: rateLimitsJSON(acct.planType(), usage)}
 		steps = append([]step{info}, steps...)
@@ -201,7 +212,7 @@ func (s *Server) completed(acct *account) {
 // plan resolves a response's settings: Options, overridden by metadata sim_latency_ms,
 // sim_ttft_ms, sim_words and sim_fault; without sim_fault, the next queued response fault.
 func (s *Server) plan(md map[string]string) (plan, error) {
-	p := plan{latency: s.opts.Latency, ttft: s.opts.TTFT, words: s.opts.words()}
+	p := plan{latency: s.opts.Latency, ttft: s.opts.TTFT, words: s.opts.words(), calls: s.opts.ToolCalls}
 	ms := func(key string, d *time.Duration) error {
 		v, ok := md[key]
 		if !ok {

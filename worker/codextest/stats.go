@@ -39,6 +39,13 @@ type Stats struct {
 	RefreshReused      int64 `json:"refresh_reused"`      // of those, answered refresh_token_reused (the family is revoked)
 	RefreshInvalidated int64 `json:"refresh_invalidated"` // of those, answered refresh_token_invalidated
 
+	// InputTokens and CachedTokens sum usage.input_tokens and its cached_tokens over the
+	// responses started with usage, so CachedTokens/InputTokens is the prompt cache's share.
+	InputTokens  int64 `json:"input_tokens"`
+	CachedTokens int64 `json:"cached_tokens"`
+	// ToolCalls counts the function_call output items of the responses started.
+	ToolCalls int64 `json:"tool_calls"`
+
 	// Accounts are the per-account counters by Account.Name; nil without Options.Accounts.
 	Accounts map[string]AccountStats `json:"accounts,omitempty"`
 }
@@ -50,6 +57,35 @@ type counters struct {
 	responses, sse, completed, reused, busy, faults              atomic.Int64
 	httpRejected, unauthorized, usageLimited                     atomic.Int64
 	refreshCalls, refreshOK, refreshReused, refreshInvalidated   atomic.Int64
+	tokens                                                       tokenCounters
+}
+
+// tokenCounters are the usage sums of Stats and AccountStats.
+type tokenCounters struct {
+	input, cached, calls atomic.Int64
+}
+
+func (c *tokenCounters) reset() {
+	c.input.Store(0)
+	c.cached.Store(0)
+	c.calls.Store(0)
+}
+
+// add counts the usage and function calls of a response's terminal event, if steps have one.
+func (c *tokenCounters) add(steps []step) {
+	for _, st := range steps {
+		re, ok := st.ev.(*responseEvent)
+		if !ok || re.Response.Usage == nil {
+			continue
+		}
+		c.input.Add(int64(re.Response.Usage.InputTokens))
+		c.cached.Add(int64(re.Response.Usage.InputTokensDetails.CachedTokens))
+		for _, it := range re.Response.Output {
+			if _, isCall := it.(callItem); isCall {
+				c.calls.Add(1)
+			}
+		}
+	}
 }
 
 func (c *counters) reset() {
@@ -59,6 +95,7 @@ func (c *counters) reset() {
 		&c.refreshCalls, &c.refreshOK, &c.refreshReused, &c.refreshInvalidated} {
 		v.Store(0)
 	}
+	c.tokens.reset()
 }
 
 // Stats returns a snapshot of the counters.
@@ -87,6 +124,9 @@ func (s *Server) Stats() Stats {
 		RefreshOK:          s.c.refreshOK.Load(),
 		RefreshReused:      s.c.refreshReused.Load(),
 		RefreshInvalidated: s.c.refreshInvalidated.Load(),
+		InputTokens:        s.c.tokens.input.Load(),
+		CachedTokens:       s.c.tokens.cached.Load(),
+		ToolCalls:          s.c.tokens.calls.Load(),
 		Accounts:           s.Accounts.all(time.Now()),
 	}
 }

@@ -30,6 +30,8 @@ func TestSSEMatchesWebSocket(t *testing.T) {
 		{fault: "error:429"},
 		{fault: "error:503"},
 		{fault: FaultErrorNoStatus},
+		{fault: FaultOverloaded},
+		{fault: FaultOverloadedFailed},
 		{fault: FaultBadJSON},
 		{fault: FaultDrop},
 		{fault: FaultBinary, wantSSE: []string{evRateLimits, evCreated, trDrop}},

@@ -1,0 +1,190 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/codexpool/codexpool/gateway/chat"
+	"github.com/codexpool/codexpool/schemas"
+)
+
+// POST /v1/chat/completions: the body is translated to a Responses request (gateway/chat), sent
+// to the pool as a stream whatever the client asked, and the events translated back: as
+// "data: <chat.completion.chunk>" lines and "data: [DONE]" with "stream": true, else folded into
+// one chat.completion. Errors have the OpenAI shape and statuses of the Responses path; after the
+// stream began, one "data: {"error": {...}}" line ends it, as OpenAI's own streams do.
+
+// chatCompletions serves POST /v1/chat/completions.
+func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request, id string) outcome {
+	raw, a := g.readBody(w, r)
+	if a != nil {
+		a.write(w)
+		return failed(a)
+	}
+	if g.log.Enabled(r.Context(), slog.LevelDebug) {
+		g.log.LogAttrs(r.Context(), slog.LevelDebug, "request body", slog.String("request_id", id),
+			slog.Int("bytes", len(raw)), slog.String("body", string(raw)))
+	}
+	req, err := chat.Translate(raw)
+	if err != nil {
+		a := chatRefusal(err)
+		a.write(w)
+		return failed(a)
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), g.cfg.RequestTimeout)
+	defer cancel()
+	ctx, stop := g.whileConnected(ctx)
+	defer stop()
+	hdr := nats.Header{}
+	hdr.Set(schemas.HeaderRequestID, id)
+	if req.Stream {
+		o := g.chatStream(ctx, w, req, hdr, id)
+		o.stream = true
+		return o
+	}
+	return g.chatOneShot(ctx, w, req, hdr, id)
+}
+
+// chatRefusal is the 400 of a body chat.Translate refused, naming the field as the pool does.
+func chatRefusal(err error) *apiError {
+	var re *chat.RequestError
+	if !errors.As(err, &re) {
+		return newAPIError(http.StatusBadRequest, schemas.CodeInvalidRequest, "", err.Error())
+	}
+	msg := re.Message
+	if re.Param != "" {
+		msg = strconv.Quote(re.Param) + ": " + msg
+	}
+	return newAPIError(http.StatusBadRequest, schemas.CodeInvalidRequest, re.Param, msg)
+}
+
+// codeContextLength is OpenAI's code for a conversation over the model's context window, which
+// chat clients read to trim or summarise their history instead of retrying.
+const codeContextLength schemas.Code = "context_length_exceeded"
+
+// chatPoolError is poolError with a context overflow at the origin answered as OpenAI does on
+// this API: 400 invalid_request_error, code context_length_exceeded, param messages.
+func (g *Gateway) chatPoolError(ctx context.Context, err error) *apiError {
+	a := g.poolError(ctx, err)
+	if a.UpstreamCode == string(codeContextLength) {
+		a.Status, a.Type, a.Code, a.Param = http.StatusBadRequest, openAIType(http.StatusBadRequest), codeContextLength, "messages"
+	}
+	return a
+}
+
+// chatID is the chat completion id of the gateway's request id.
+func chatID(id string) string { return "chatcmpl-" + id }
+
+// chatOneShot consumes the pool's stream and answers with one chat.completion.
+func (g *Gateway) chatOneShot(ctx context.Context, w http.ResponseWriter, req *chat.Request, hdr nats.Header, id string) outcome {
+	c := chat.NewCompletion(req, chatID(id), time.Now())
+	_, err := g.cl.Stream(ctx, req.Body, hdr, func(ev []byte) error {
+		c.Event(ev)
+		return nil
+	})
+	// The pool reports an incomplete response as an error after its terminal event: the client
+	// gets the answer with finish_reason "length".
+	if err != nil && !c.Done() {
+		a := g.chatPoolError(ctx, err)
+		a.write(w)
+		return failed(a)
+	}
+	writeJSON(w, http.StatusOK, c.JSON())
+	return ok(http.StatusOK)
+}
+
+// chatStream answers a "stream": true request with chunks, as the pool's events arrive.
+func (g *Gateway) chatStream(ctx context.Context, w http.ResponseWriter, req *chat.Request, hdr nats.Header, id string) outcome {
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	// As in stream: Client.Stream calls fn on its own goroutine, and only this one writes to w.
+	events := make(chan []byte)
+	end := make(chan error, 1)
+	go func() {
+		_, err := g.cl.Stream(sctx, req.Body, hdr, func(ev []byte) error {
+			select {
+			case events <- ev:
+				return nil
+			case <-sctx.Done():
+				return sctx.Err()
+			}
+		})
+		end <- err
+	}()
+	tr := chat.NewStream(req, chatID(id), time.Now())
+	sw := newSSE(w, g.cfg.WriteTimeout)
+	keepAlive := time.NewTimer(g.cfg.KeepAlive)
+	defer keepAlive.Stop()
+	var writeErr error
+	for {
+		select {
+		case ev := <-events:
+			if writeErr != nil {
+				continue // the client is gone; the stream is being cancelled
+			}
+			var wrote bool
+			if wrote, writeErr = writeChunks(sw, tr, ev); writeErr != nil {
+				cancel()
+			}
+			if wrote {
+				keepAlive.Reset(g.cfg.KeepAlive)
+			}
+		case <-keepAlive.C:
+			if writeErr != nil {
+				continue
+			}
+			if writeErr = sw.comment("keep-alive"); writeErr != nil {
+				cancel()
+			}
+			keepAlive.Reset(g.cfg.KeepAlive)
+		case err := <-end:
+			if tr.Done() {
+				err = nil // an incomplete response: its chunks and [DONE] are out
+			}
+			return g.endChatStream(ctx, w, sw, err, writeErr)
+		}
+	}
+}
+
+// writeChunks writes the chunks of one event, and [DONE] after the terminal one.
+func writeChunks(sw *sse, tr *chat.Stream, ev []byte) (wrote bool, err error) {
+	wasDone := tr.Done()
+	for _, c := range tr.Event(ev) {
+		if err := sw.event("", c.JSON()); err != nil {
+			return true, err
+		}
+		wrote = true
+	}
+	if !wasDone && tr.Done() {
+		return true, sw.event("", []byte("[DONE]"))
+	}
+	return wrote, nil
+}
+
+// endChatStream answers the end of a chat stream, as endStream does for Responses, with the
+// error line of Chat Completions streams.
+func (g *Gateway) endChatStream(ctx context.Context, w http.ResponseWriter, sw *sse, err, writeErr error) outcome {
+	switch {
+	case writeErr != nil:
+		return outcome{status: StatusClientClosed, code: CodeClientClosed, err: writeErr.Error()}
+	case err == nil:
+		return ok(http.StatusOK)
+	}
+	a := g.chatPoolError(ctx, err)
+	if !sw.started {
+		a.write(w)
+		return failed(a)
+	}
+	if a.Status != StatusClientClosed {
+		_ = sw.event("", a.body())
+	}
+	o := failed(a)
+	o.status = http.StatusOK // what went on the wire; code says what ended it
+	return o
+}

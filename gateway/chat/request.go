@@ -1,0 +1,187 @@
+package chat
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// Request is a translated POST /v1/chat/completions body.
+type Request struct {
+	// Body is the pool's request: a Responses API create body.
+	Body []byte
+	// Model is the model the client named ("" for the pool's default); replies carry it.
+	Model string
+	// Stream is the client's "stream": true.
+	Stream bool
+	// IncludeUsage is the client's stream_options.include_usage.
+	IncludeUsage bool
+
+	names names
+}
+
+// RequestError is a body Translate refuses: answered 400 invalid_request with Param as the
+// OpenAI error's param.
+type RequestError struct {
+	Param   string // e.g. "messages[2].role"
+	Message string
+}
+
+func (e *RequestError) Error() string { return "chat: " + e.Param + ": " + e.Message }
+
+func refuse(param, format string, args ...any) *RequestError {
+	return &RequestError{Param: param, Message: fmt.Sprintf(format, args...)}
+}
+
+// chatRequest is the part of a Chat Completions body that is translated; the rest is dropped.
+type chatRequest struct {
+	Model             string          `json:"model"`
+	Messages          []message       `json:"messages"`
+	Tools             []tool          `json:"tools"`
+	ToolChoice        json.RawMessage `json:"tool_choice"`
+	ParallelToolCalls *bool           `json:"parallel_tool_calls"`
+	Stream            bool            `json:"stream"`
+	StreamOptions     *struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
+	ReasoningEffort string          `json:"reasoning_effort"`
+	Verbosity       string          `json:"verbosity"`
+	ResponseFormat  json.RawMessage `json:"response_format"`
+	PromptCacheKey  string          `json:"prompt_cache_key"`
+	N               *int            `json:"n"`
+}
+
+// poolRequest is the Responses body sent to the pool.
+type poolRequest struct {
+	Model             string            `json:"model,omitempty"`
+	Instructions      string            `json:"instructions"`
+	Input             []json.RawMessage `json:"input"`
+	Tools             []json.RawMessage `json:"tools,omitempty"`
+	ToolChoice        json.RawMessage   `json:"tool_choice,omitempty"`
+	ParallelToolCalls *bool             `json:"parallel_tool_calls,omitempty"`
+	Reasoning         *reasoning        `json:"reasoning,omitempty"`
+	Text              *textOptions      `json:"text,omitempty"`
+	PromptCacheKey    string            `json:"prompt_cache_key,omitempty"`
+	Stream            bool              `json:"stream,omitempty"`
+}
+
+type reasoning struct {
+	Effort string `json:"effort"`
+}
+
+type textOptions struct {
+	Format    json.RawMessage `json:"format,omitempty"`
+	Verbosity string          `json:"verbosity,omitempty"`
+}
+
+// Translate maps a Chat Completions request body to the pool's Responses request.
+func Translate(body []byte) (*Request, error) {
+	var cr chatRequest
+	if err := json.Unmarshal(body, &cr); err != nil {
+		return nil, refuse("", "the body is not a Chat Completions request: %v", err)
+	}
+	if cr.N != nil && *cr.N != 1 {
+		return nil, refuse("n", "must be 1: the pool answers with one choice")
+	}
+	if len(cr.Messages) == 0 {
+		return nil, refuse("messages", "must be a non-empty array of messages")
+	}
+	toolNames := make([]string, 0, len(cr.Tools))
+	for _, t := range cr.Tools {
+		toolNames = append(toolNames, t.Function.Name)
+	}
+	req := &Request{Model: cr.Model, Stream: cr.Stream, names: newNames(toolNames)}
+	req.IncludeUsage = cr.StreamOptions != nil && cr.StreamOptions.IncludeUsage
+	pr := poolRequest{Model: cr.Model, ParallelToolCalls: cr.ParallelToolCalls, PromptCacheKey: cr.PromptCacheKey, Stream: cr.Stream}
+	var err error
+	if pr.Instructions, pr.Input, err = req.names.input(cr.Messages); err != nil {
+		return nil, err
+	}
+	if pr.Tools, err = req.names.tools(cr.Tools); err != nil {
+		return nil, err
+	}
+	if pr.ToolChoice, err = req.names.toolChoice(cr.ToolChoice); err != nil {
+		return nil, err
+	}
+	if cr.ReasoningEffort != "" {
+		pr.Reasoning = &reasoning{Effort: cr.ReasoningEffort}
+	}
+	if pr.Text, err = text(cr.ResponseFormat, cr.Verbosity); err != nil {
+		return nil, err
+	}
+	req.Body, err = marshal(pr)
+	return req, err
+}
+
+// marshal encodes v without HTML escaping: the origin reads the text as sent.
+func marshal(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
+func mustMarshal(v any) json.RawMessage {
+	b, err := marshal(v)
+	if err != nil {
+		panic(err) // only values of this package's types, which always encode
+	}
+	return b
+}
+
+// text maps response_format and verbosity to the Responses text options.
+func text(format json.RawMessage, verbosity string) (*textOptions, error) {
+	t := &textOptions{Verbosity: verbosity}
+	if len(format) > 0 && !bytes.Equal(format, []byte("null")) {
+		var f struct {
+			Type       string          `json:"type"`
+			JSONSchema json.RawMessage `json:"json_schema"`
+		}
+		if err := json.Unmarshal(format, &f); err != nil {
+			return nil, refuse("response_format", "must be an object with a type")
+		}
+		switch f.Type {
+		case "text":
+		case "json_object":
+			t.Format = json.RawMessage(`{"type":"json_object"}`)
+		case "json_schema":
+			var err error
+			if t.Format, err = jsonSchemaFormat(f.JSONSchema); err != nil {
+				return nil, err
+			}
+		default:
+			return nil, refuse("response_format.type", "must be text, json_object or json_schema, not %q", f.Type)
+		}
+	}
+	if t.Format == nil && t.Verbosity == "" {
+		return nil, nil
+	}
+	return t, nil
+}
+
+// jsonSchemaFormat turns {name, description, schema, strict} into the Responses format object.
+func jsonSchemaFormat(js json.RawMessage) (json.RawMessage, error) {
+	var s struct {
+		Name        string          `json:"name"`
+		Description string          `json:"description,omitempty"`
+		Schema      json.RawMessage `json:"schema,omitempty"`
+		Strict      *bool           `json:"strict,omitempty"`
+	}
+	if err := json.Unmarshal(js, &s); err != nil || s.Name == "" {
+		return nil, refuse("response_format.json_schema", "must be an object with a name")
+	}
+	return mustMarshal(struct {
+		Type string          `json:"type"`
+		Name string          `json:"name"`
+		Desc string          `json:"description,omitempty"`
+		Sch  json.RawMessage `json:"schema,omitempty"`
+		Str  *bool           `json:"strict,omitempty"`
+	}{"json_schema", s.Name, s.Description, s.Schema, s.Strict}), nil
+}
+
+// joinText joins the system and developer texts.
+func joinText(parts []string) string { return strings.Join(parts, "\n\n") }

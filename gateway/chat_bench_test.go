@@ -1,0 +1,67 @@
+package gateway_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/codexpool/codexpool/gateway"
+)
+
+// BenchmarkChatOverhead measures what the Chat Completions translation adds over the Responses
+// path (issue 23's target: ≤ 1 ms p50): each iteration sends the same prompt through the gateway
+// once as POST /v1/responses and once as POST /v1/chat/completions, against an instant origin,
+// and reports both medians and their difference (chat-overhead-p50-µs).
+//
+//	go test -run XXX -bench ChatOverhead -benchtime 2000x ./gateway/
+func BenchmarkChatOverhead(b *testing.B) {
+	for _, stream := range []bool{false, true} {
+		b.Run(map[bool]string{false: "one-shot", true: "stream"}[stream], func(b *testing.B) {
+			log := slog.New(slog.NewJSONHandler(io.Discard, nil))
+			p := newPool(b, poolOptions{gw: gateway.Config{Logger: log}})
+			tr := &http.Transport{MaxIdleConnsPerHost: 4}
+			b.Cleanup(tr.CloseIdleConnections)
+			hc := &http.Client{Transport: tr}
+			s := map[bool]string{false: "false", true: "true"}[stream]
+			responses := []byte(`{"model":"gpt-5.1-codex","input":"Say hello","stream":` + s + `}`)
+			chat := []byte(`{"model":"gpt-5.1-codex","messages":[{"role":"user","content":"Say hello"}],"stream":` + s + `}`)
+			send := func(path string, body []byte) {
+				req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, p.srv.URL+path, bytes.NewReader(body))
+				req.Header.Set("Authorization", "Bearer "+key)
+				req.Header.Set("Content-Type", "application/json")
+				resp, err := hc.Do(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				n, _ := io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 || n == 0 {
+					b.Fatalf("%s answered %d with %d bytes", path, resp.StatusCode, n)
+				}
+			}
+			for range 20 {
+				send("/v1/responses", responses)
+				send("/v1/chat/completions", chat)
+			}
+			var r, c []time.Duration
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				t0 := time.Now()
+				send("/v1/responses", responses)
+				t1 := time.Now()
+				send("/v1/chat/completions", chat)
+				r = append(r, t1.Sub(t0))
+				c = append(c, time.Since(t1))
+			}
+			b.StopTimer()
+			rp, cp := median(r), median(c)
+			b.ReportMetric(float64(rp.Microseconds()), "responses-p50-µs")
+			b.ReportMetric(float64(cp.Microseconds()), "chat-p50-µs")
+			b.ReportMetric(float64((cp - rp).Microseconds()), "chat-overhead-p50-µs")
+		})
+	}
+}
