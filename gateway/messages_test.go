@@ -343,3 +343,52 @@ func TestMessagesReplayed(t *testing.T) {
 		})
 	}
 }
+
+// TestMessagesToolRoundTrip: the simulator asks for the client's Bash tool; the streamed answer
+// is a tool_use block with stop_reason tool_use in message_delta; the client's tool_result (with
+// the signed thinking block of the first answer) goes back, and the answer quotes the output.
+func TestMessagesToolRoundTrip(t *testing.T) {
+	p := newPool(t, poolOptions{})
+	tools := `"tools":[{"name":"Bash","description":"Run a command","input_schema":{"type":"object","properties":{"command":{"type":"string"}}}}]`
+	ask := `{"role":"user","content":"Write the file. [sim:tool name=Bash args={\"command\":\"echo hi > f.txt\"}]"}`
+	resp := post(t, p, "/v1/messages", `{"model":"claude-sonnet-4-5","max_tokens":1024,"stream":true,`+tools+`,"messages":[`+ask+`]}`, nil)
+	sse := string(readAll(t, resp.Body))
+	for _, w := range []string{`"name":"Bash","type":"tool_use"`, `"stop_reason":"tool_use"`, "event: message_stop"} {
+		if !strings.Contains(sse, w) {
+			t.Fatalf("got %d %s, want it to contain %s", resp.StatusCode, sse, w)
+		}
+	}
+	var call struct{ id, args, sig string }
+	for line := range strings.SplitSeq(sse, "\n") {
+		data, _ := strings.CutPrefix(line, "data: ")
+		var f struct {
+			ContentBlock struct{ Type, ID string } `json:"content_block"`
+			Delta        struct {
+				Type        string `json:"type"`
+				PartialJSON string `json:"partial_json"`
+				Signature   string `json:"signature"`
+			} `json:"delta"`
+		}
+		if json.Unmarshal([]byte(data), &f) != nil {
+			continue
+		}
+		if f.ContentBlock.Type == "tool_use" {
+			call.id = f.ContentBlock.ID
+		}
+		call.args += f.Delta.PartialJSON
+		if f.Delta.Type == "signature_delta" {
+			call.sig = f.Delta.Signature
+		}
+	}
+	if call.id == "" || !strings.Contains(call.args, "echo hi") || call.sig == "" {
+		t.Fatalf("got call %+v, want an id, the command and a thinking signature", call)
+	}
+	turn2 := `{"model":"claude-sonnet-4-5","max_tokens":1024,` + tools + `,"messages":[` + ask +
+		`,{"role":"assistant","content":[{"type":"thinking","thinking":"","signature":"` + call.sig + `"},{"type":"tool_use","id":"` + call.id + `","name":"Bash","input":` + call.args + `}]}` +
+		`,{"role":"user","content":[{"type":"tool_result","tool_use_id":"` + call.id + `","content":"hi"}]}]}`
+	resp = post(t, p, "/v1/messages", turn2, nil)
+	body := string(readAll(t, resp.Body))
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, "Tool Bash returned: hi") || !strings.Contains(body, `"stop_reason":"end_turn"`) {
+		t.Fatalf("got %d %s, want the answer quoting the tool's output", resp.StatusCode, body)
+	}
+}
