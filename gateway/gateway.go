@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/codexpool/codexpool/gateway/anthropic"
 	"github.com/codexpool/codexpool/queue/client"
 	"github.com/codexpool/codexpool/schemas"
 )
@@ -65,6 +66,9 @@ type Config struct {
 	ReadyTTL time.Duration
 	// ReadyTimeout bounds the micro ping of /readyz; default 1s.
 	ReadyTimeout time.Duration
+	// ModelMap maps the model names of /v1/messages requests that Models does not list (e.g.
+	// claude-*) to pool models; default: every such name to the workers' default model.
+	ModelMap anthropic.ModelMap
 	// Jobs serves "background": true; nil refuses it with 400 (param "background").
 	Jobs Jobs
 	// Logger gets one line per request (message "request") and, at debug, request bodies.
@@ -205,6 +209,9 @@ func (g *Gateway) route(w http.ResponseWriter, r *http.Request, c call) outcome 
 	}
 	if !strings.HasPrefix(p, "/v1/") {
 		return g.notFound(w, r)
+	}
+	if p == "/v1/messages" || strings.HasPrefix(p, "/v1/messages/") {
+		return g.routeMessages(w, r, c) // Anthropic Messages: its own key header and error shape
 	}
 	if len(g.keys) == 0 {
 		if a := localOnly(r); a != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/codexpool/codexpool/gateway"
+	"github.com/codexpool/codexpool/gateway/anthropic"
 	"github.com/codexpool/codexpool/internal/config"
 	"github.com/codexpool/codexpool/queue"
 	"github.com/codexpool/codexpool/queue/client"
@@ -37,6 +38,7 @@ type gatewayConfig struct {
 	Addr           string        `env:"GATEWAY_ADDR" key:"gateway.addr" desc:"where the gateway listens (host:port); without keys only a loopback address is accepted"`
 	Keys           string        `env:"GATEWAY_KEYS" key:"gateway.keys" secret:"true" desc:"client keys (Authorization: Bearer <key>), comma-separated, or @/path/to/file with one key per line; empty = no authentication, loopback only"`
 	Models         string        `env:"GATEWAY_MODELS" key:"gateway.models" desc:"models GET /v1/models lists, comma-separated (requests may name any: the workers decide)"`
+	ModelMap       string        `env:"GATEWAY_MODEL_MAP" key:"gateway.model_map" desc:"maps /v1/messages model names not in GATEWAY_MODELS (e.g. claude-*) to pool models: pattern=model,... (path.Match patterns, first match wins); unmatched names get the workers' default model"`
 	MaxBodyBytes   int64         `env:"GATEWAY_MAX_BODY_BYTES" key:"gateway.max_body_bytes" desc:"largest request body, 413 above it; 0 = the NATS server's max payload"`
 	KeepAlive      time.Duration `env:"GATEWAY_KEEPALIVE" key:"gateway.keepalive" desc:"a stream silent this long gets an SSE keep-alive comment"`
 	RequestTimeout time.Duration `env:"GATEWAY_REQUEST_TIMEOUT" key:"gateway.request_timeout" desc:"longest a request may take (the pool request's deadline, sent as Codex-Timeout)"`
@@ -96,6 +98,9 @@ func (c gatewayConfig) check() ([]string, error) {
 		return nil, bad("SHUTDOWN_GRACE", "must be >= 0, got %s", c.ShutdownGrace)
 	case len(c.models()) == 0:
 		return nil, bad("GATEWAY_MODELS", "must name at least one model")
+	}
+	if _, err := anthropic.ParseModelMap(c.ModelMap); err != nil {
+		return nil, bad("GATEWAY_MODEL_MAP", "%v", err)
 	}
 	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
 		return nil, bad("GATEWAY_ADDR", "must be host:port, e.g. 127.0.0.1:8080, got %q", c.Addr)
@@ -298,10 +303,12 @@ func (m *gatewayMain) serve(context.Context) (func(), error) {
 	if on, _ := m.nc.ConnectedServerJetStream(); on {
 		jobs = gatewayJobs{cl}
 	}
+	modelMap, _ := anthropic.ParseModelMap(cfg.ModelMap) // vetted by check
 	g := gateway.New(cl, m.nc, gateway.Config{
 		Jobs:            jobs,
 		Keys:            m.keys,
 		Models:          cfg.models(),
+		ModelMap:        modelMap,
 		MaxBodyBytes:    cfg.MaxBodyBytes,
 		KeepAlive:       cfg.KeepAlive,
 		RequestTimeout:  cfg.RequestTimeout,

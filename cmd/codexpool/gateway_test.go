@@ -52,6 +52,7 @@ func TestGatewayConfig(t *testing.T) {
 		{name: "bad keep-alive", env: map[string]string{"CODEXPOOL_GATEWAY_KEEPALIVE": "0s"}, wantErr: []string{"CODEXPOOL_GATEWAY_KEEPALIVE"}},
 		{name: "bad timeout", env: map[string]string{"CODEXPOOL_GATEWAY_REQUEST_TIMEOUT": "-1s"}, wantErr: []string{"CODEXPOOL_GATEWAY_REQUEST_TIMEOUT"}},
 		{name: "no models", env: map[string]string{"CODEXPOOL_GATEWAY_MODELS": " , "}, wantErr: []string{"CODEXPOOL_GATEWAY_MODELS"}},
+		{name: "bad model map", env: map[string]string{"CODEXPOOL_GATEWAY_MODEL_MAP": "claude-*"}, wantErr: []string{"CODEXPOOL_GATEWAY_MODEL_MAP", "pattern=model"}},
 		{name: "bad log level", env: map[string]string{"CODEXPOOL_LOG_LEVEL": "loud"}, wantErr: []string{"CODEXPOOL_LOG_LEVEL"}},
 	}
 	for _, tt := range tests {

@@ -1,0 +1,107 @@
+package anthropic
+
+import (
+	"encoding/json"
+	"errors"
+)
+
+// Message turns a completed response object (the pool's one-shot reply) into one Anthropic
+// message for a client that asked for model; names maps shortened tool names back.
+func Message(resp []byte, model string, names map[string]string) ([]byte, error) {
+	var r response
+	if err := json.Unmarshal(resp, &r); err != nil {
+		return nil, errors.New("anthropic: the pool's reply is not a response object: " + err.Error())
+	}
+	return messageOf(&r, "", model, names), nil
+}
+
+// Collector gathers a streamed response for a client that did not ask for a stream. Feed it
+// every pool event; once Done, Message is the answer. Not safe for concurrent use.
+type Collector struct {
+	items    []item    // output items as they were done
+	terminal *response // the response of the terminal event
+	typ      string    // the terminal event's type
+}
+
+// Event takes one pool event.
+func (c *Collector) Event(ev []byte) {
+	var e event
+	if c.terminal != nil || json.Unmarshal(ev, &e) != nil {
+		return
+	}
+	switch e.Type {
+	case "response.output_item.done":
+		if e.Item != nil {
+			c.items = append(c.items, *e.Item)
+		}
+	case "response.completed", "response.incomplete", "response.done":
+		c.terminal, c.typ = e.Response, e.Type
+		if c.terminal == nil {
+			c.terminal = &response{}
+		}
+	}
+}
+
+// Done reports whether the terminal event (completed or incomplete) has come.
+func (c *Collector) Done() bool { return c.terminal != nil }
+
+// Message is the Anthropic message of the collected response; the output items streamed stand
+// in for a terminal response that lists none.
+func (c *Collector) Message(model string, names map[string]string) []byte {
+	r := response{}
+	if c.terminal != nil {
+		r = *c.terminal
+	}
+	if len(r.Output) == 0 {
+		r.Output = c.items
+	}
+	return messageOf(&r, c.typ, model, names)
+}
+
+func messageOf(r *response, typ, model string, names map[string]string) []byte {
+	content := []any{}
+	sawTool := false
+	for i := range r.Output {
+		b, isTool := outputBlocks(&r.Output[i], names)
+		content = append(content, b...)
+		sawTool = sawTool || isTool
+	}
+	id := r.ID
+	if id == "" {
+		id = "msg_codexpool"
+	}
+	return marshal(obj{"id": id, "type": "message", "role": "assistant", "model": model, "content": content,
+		"stop_reason": stopReason(sawTool, typ, r), "stop_sequence": nil, "usage": mapUsage(r.Usage)})
+}
+
+// outputBlocks maps one output item to content blocks, and reports a named function call.
+func outputBlocks(it *item, names map[string]string) ([]any, bool) {
+	switch it.Type {
+	case "reasoning":
+		sig := encodeSignature(it.ID, it.EncryptedContent)
+		text := summaryText(it)
+		if sig == "" && text == "" {
+			return nil, false
+		}
+		return []any{obj{"type": "thinking", "thinking": text, "signature": sig}}, false
+	case "message":
+		var out []any
+		for _, c := range it.Content {
+			if c.Type == "output_text" {
+				out = append(out, obj{"type": "text", "text": c.Text})
+			}
+		}
+		return out, false
+	case "function_call":
+		if it.Name == "" {
+			return nil, false
+		}
+		var input any = obj{}
+		var parsed map[string]any
+		if json.Unmarshal([]byte(it.Arguments), &parsed) == nil && parsed != nil {
+			input = parsed
+		}
+		return []any{obj{"type": "tool_use", "id": it.CallID, "name": original(names, it.Name), "input": input}}, true
+	}
+	return nil, false
+}

@@ -1,0 +1,67 @@
+package anthropic
+
+import (
+	"bytes"
+	"encoding/json"
+	"slices"
+)
+
+// compactMarker is in Claude Code's compaction request: its effort is capped at low, as a
+// summary needs no deep reasoning.
+const compactMarker = "CRITICAL: Respond with TEXT ONLY"
+
+// textFormat is the Responses text option of output_config.format: a json_schema format made
+// strict (every property required, no others), or json_object; nil for none.
+func textFormat(oc *outputConfig) any {
+	if oc == nil || oc.Format == nil {
+		return nil
+	}
+	switch oc.Format.Type {
+	case "json_object":
+		return obj{"format": obj{"type": "json_object"}}
+	case "json_schema":
+		var schema map[string]any
+		if json.Unmarshal(oc.Format.Schema, &schema) != nil || schema == nil {
+			return nil
+		}
+		name := oc.Format.Name
+		if name == "" {
+			name = "output"
+		}
+		return obj{"format": obj{"type": "json_schema", "name": name, "schema": strictSchema(schema), "strict": true}}
+	}
+	return nil
+}
+
+// strictSchema lists every property of each object as required and closes the object, as the
+// backend's strict mode demands; nested objects and array items too.
+func strictSchema(s map[string]any) map[string]any {
+	if props, ok := s["properties"].(map[string]any); ok {
+		req := make([]string, 0, len(props))
+		for k, v := range props {
+			req = append(req, k)
+			if sub, ok := v.(map[string]any); ok {
+				props[k] = strictSchema(sub)
+			}
+		}
+		slices.Sort(req)
+		s["required"] = req
+		s["additionalProperties"] = false
+	}
+	if items, ok := s["items"].(map[string]any); ok {
+		s["items"] = strictSchema(items)
+	}
+	return s
+}
+
+// capForCompaction lowers the effort of a Claude Code compaction request to low.
+func capForCompaction(r *reasoning, body []byte) *reasoning {
+	if r == nil || !bytes.Contains(body, []byte(compactMarker)) {
+		return r
+	}
+	switch r.Effort {
+	case "medium", "high", "xhigh":
+		return &reasoning{Effort: "low", Summary: r.Summary}
+	}
+	return r
+}

@@ -1,0 +1,245 @@
+package gateway
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/codexpool/codexpool/gateway/anthropic"
+	"github.com/codexpool/codexpool/schemas"
+)
+
+// The Anthropic Messages API (POST /v1/messages, POST /v1/messages/count_tokens), translated to
+// and from the pool's Responses requests by package anthropic. Keys come as x-api-key or
+// Authorization: Bearer; any anthropic-version is accepted; every error is in Anthropic's shape.
+
+// routeMessages serves /v1/messages and /v1/messages/*: the same keys and local-only rules as
+// the rest of /v1/, answered in Anthropic's error shape.
+func (g *Gateway) routeMessages(w http.ResponseWriter, r *http.Request, c call) outcome {
+	if len(g.keys) == 0 {
+		if a := localOnly(r); a != nil {
+			return g.messageError(w, a)
+		}
+	}
+	if !c.authed && !g.keyAccepted(r.Header.Get("X-Api-Key")) {
+		return g.messageError(w, newAPIError(http.StatusUnauthorized, CodeInvalidAPIKey, "",
+			"missing or unknown API key: send x-api-key: <key> or Authorization: Bearer <key> with one of the gateway's keys"))
+	}
+	var serve func(http.ResponseWriter, *http.Request, string) outcome
+	switch r.URL.Path {
+	case "/v1/messages":
+		serve = g.createMessage
+	case "/v1/messages/count_tokens":
+		serve = g.countTokens
+	default:
+		return g.messageError(w, newAPIError(http.StatusNotFound, CodeNotFound, "", "gateway: no route for "+r.Method+" "+r.URL.Path))
+	}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		return g.messageError(w, newAPIError(http.StatusMethodNotAllowed, CodeMethod, "", "gateway: "+r.URL.Path+" takes POST, not "+r.Method))
+	}
+	return serve(w, r, c.id)
+}
+
+// keyAccepted reports whether k is one of the keys, compared as authorize does.
+func (g *Gateway) keyAccepted(k string) bool {
+	if k == "" {
+		return false
+	}
+	sum := sha256.Sum256([]byte(k))
+	match := 0
+	for i := range g.keys {
+		match |= subtle.ConstantTimeCompare(sum[:], g.keys[i][:])
+	}
+	return match == 1
+}
+
+// translateMessage reads and translates a /v1/messages (or count_tokens) body.
+func (g *Gateway) translateMessage(w http.ResponseWriter, r *http.Request) (anthropic.Translated, *anthropic.Error) {
+	raw, a := g.readBody(w, r)
+	if a != nil {
+		return anthropic.Translated{}, toAnthropic(a)
+	}
+	tr, err := anthropic.Translate(raw, anthropic.Options{
+		Models: g.cfg.ModelMap, Served: g.cfg.Models,
+		SessionID: r.Header.Get("X-Claude-Code-Session-Id"), AgentID: r.Header.Get("X-Claude-Code-Agent-Id"),
+	})
+	var e *anthropic.Error
+	if errors.As(err, &e) {
+		return tr, e
+	}
+	return tr, nil
+}
+
+// createMessage serves POST /v1/messages. Both forms stream from the pool: a client without
+// "stream": true gets the collected message, so an incomplete answer is a message with
+// stop_reason max_tokens, not an error.
+func (g *Gateway) createMessage(w http.ResponseWriter, r *http.Request, id string) outcome {
+	tr, e := g.translateMessage(w, r)
+	if e != nil {
+		return writeAnthropic(w, e, nil)
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), g.cfg.RequestTimeout)
+	defer cancel()
+	ctx, stop := g.whileConnected(ctx)
+	defer stop()
+	hdr := nats.Header{}
+	hdr.Set(schemas.HeaderRequestID, id)
+	if tr.Stream {
+		o := g.streamMessage(ctx, w, tr, hdr)
+		o.stream = true
+		return o
+	}
+	var col anthropic.Collector
+	_, err := g.cl.Stream(ctx, tr.Body, hdr, func(ev []byte) error { col.Event(ev); return nil })
+	if !col.Done() {
+		if err == nil {
+			err = errors.New("the pool's stream ended without a terminal event")
+		}
+		return g.messageError(w, g.poolError(ctx, err))
+	}
+	writeJSON(w, http.StatusOK, col.Message(tr.Model, tr.Names))
+	return ok(http.StatusOK)
+}
+
+// countTokens serves POST /v1/messages/count_tokens: the translated request's input counted
+// here, with the o200k encoding; nothing goes to the pool.
+func (g *Gateway) countTokens(w http.ResponseWriter, r *http.Request, _ string) outcome {
+	tr, e := g.translateMessage(w, r)
+	if e != nil {
+		return writeAnthropic(w, e, nil)
+	}
+	n, err := anthropic.CountTokens(tr.Body)
+	if err != nil {
+		return writeAnthropic(w, &anthropic.Error{Status: http.StatusInternalServerError, Type: "api_error",
+			Message: "gateway: counting tokens: " + err.Error()}, nil)
+	}
+	writeJSON(w, http.StatusOK, []byte(`{"input_tokens":`+strconv.Itoa(n)+`}`))
+	return ok(http.StatusOK)
+}
+
+// toAnthropic maps the gateway's error to Anthropic's shape and status.
+func toAnthropic(a *apiError) *anthropic.Error {
+	return anthropic.FromStatus(a.Status, a.UpstreamCode, a.Message, a.RetryAfter)
+}
+
+// messageError answers with a in Anthropic's shape, keeping its retry headers.
+func (g *Gateway) messageError(w http.ResponseWriter, a *apiError) outcome {
+	if a.Status == StatusClientClosed {
+		return failed(a)
+	}
+	return writeAnthropic(w, toAnthropic(a), a)
+}
+
+// writeAnthropic writes e; a, when set, is the gateway error it came from (retry headers, log).
+func writeAnthropic(w http.ResponseWriter, e *anthropic.Error, a *apiError) outcome {
+	if a == nil {
+		a = &apiError{Status: e.Status, Code: schemas.CodeInvalidRequest, Message: e.Message, RetryAfter: e.RetryAfter}
+		if e.Status >= 500 {
+			a.Code = schemas.CodeUpstreamError
+		}
+	}
+	a.writeHeaders(w.Header())
+	writeJSON(w, e.Status, e.Body())
+	o := failed(a)
+	o.status = e.Status
+	return o
+}
+
+// streamMessage answers a "stream": true message with Anthropic SSE frames, translated from the
+// pool's events as they arrive, with keep-alives while the origin is silent. The origin's own
+// error events are skipped: the pool's error follows them and is what the client gets (a status
+// while only message_start was due, one error frame after that).
+func (g *Gateway) streamMessage(ctx context.Context, w http.ResponseWriter, tr anthropic.Translated, hdr nats.Header) outcome {
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	events := make(chan []byte)
+	end := make(chan error, 1)
+	go func() {
+		_, err := g.cl.Stream(sctx, tr.Body, hdr, func(ev []byte) error {
+			select {
+			case events <- ev:
+				return nil
+			case <-sctx.Done():
+				return sctx.Err()
+			}
+		})
+		end <- err
+	}()
+	sw := newSSE(w, g.cfg.WriteTimeout)
+	st := anthropic.NewStream(tr.Model, tr.Names)
+	keepAlive := time.NewTimer(g.cfg.KeepAlive)
+	defer keepAlive.Stop()
+	var held []anthropic.Frame // message_start, until something follows it
+	var writeErr error
+	for {
+		select {
+		case ev := <-events:
+			if typ := fastType(ev); writeErr != nil || typ == "error" || typ == "response.failed" {
+				continue
+			}
+			// The status is decided by the first frame after message_start: an origin that fails
+			// right after response.created is answered with a real status, not a 200 stream.
+			if held = append(held, st.Event(ev)...); len(held) == 1 && held[0].Event == "message_start" {
+				continue
+			}
+			writeErr = writeFrames(sw, held)
+			held = nil
+		case <-keepAlive.C:
+			if writeErr == nil {
+				writeErr = writeFrames(sw, held)
+				held = nil
+			}
+			if writeErr == nil {
+				writeErr = sw.comment("keep-alive")
+			}
+		case err := <-end:
+			return g.endMessageStream(ctx, w, sw, st, err, writeErr)
+		}
+		if writeErr != nil {
+			cancel()
+		}
+		keepAlive.Reset(g.cfg.KeepAlive)
+	}
+}
+
+// writeFrames writes frames as SSE events, stopping at the first failed write.
+func writeFrames(sw *sse, frames []anthropic.Frame) error {
+	for _, f := range frames {
+		if err := sw.event(f.Event, f.Data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// endMessageStream answers the end of a message stream: a translated stream that ended (also
+// an incomplete one, which the pool reports as an error) is a success; otherwise the pool's error
+// is a status before the first frame and one "event: error" frame after it.
+func (g *Gateway) endMessageStream(ctx context.Context, w http.ResponseWriter, sw *sse, st *anthropic.Stream, err, writeErr error) outcome {
+	switch {
+	case writeErr != nil:
+		return outcome{status: StatusClientClosed, code: CodeClientClosed, err: writeErr.Error()}
+	case st.Done():
+		return ok(http.StatusOK)
+	case err == nil:
+		err = errors.New("the pool's stream ended without a terminal event")
+	}
+	a := g.poolError(ctx, err)
+	if !sw.started {
+		return g.messageError(w, a)
+	}
+	if a.Status != StatusClientClosed {
+		f := toAnthropic(a).Frame()
+		_ = sw.event(f.Event, f.Data)
+	}
+	o := failed(a)
+	o.status = http.StatusOK
+	return o
+}
