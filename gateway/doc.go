@@ -19,6 +19,11 @@
 //     "background": true makes a durable job when Config.Jobs is set.
 //   - GET /v1/responses/{id}: a background response as it progresses, to the key that made it
 //     only: any other key gets the 404 not_found of an id that does not exist.
+//   - POST /v1/chat/completions: Chat Completions translated by package gateway/chat; JSON, or
+//     "data: <chunk>" lines ending with "data: [DONE]".
+//   - POST /v1/messages, POST /v1/messages/count_tokens: Anthropic Messages translated by package
+//     gateway/anthropic (JSON or Anthropic SSE; keys as x-api-key or Bearer); count_tokens counts
+//     locally and asks the pool nothing.
 //   - GET /v1/models, GET /v1/models/{id}: Config.Models in the OpenAI list shape.
 //   - GET /healthz (the process is up), GET /readyz (NATS connected and a worker answers the
 //     micro ping; the verdict is cached for Config.ReadyTTL). Neither needs a key.
