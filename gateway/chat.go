@@ -101,22 +101,8 @@ func (g *Gateway) chatOneShot(ctx context.Context, w http.ResponseWriter, req *c
 
 // chatStream answers a "stream": true request with chunks, as the pool's events arrive.
 func (g *Gateway) chatStream(ctx context.Context, w http.ResponseWriter, req *chat.Request, hdr nats.Header, id string) outcome {
-	sctx, cancel := context.WithCancel(ctx)
+	events, end, cancel := g.poolStream(ctx, req.Body, hdr)
 	defer cancel()
-	// As in stream: Client.Stream calls fn on its own goroutine, and only this one writes to w.
-	events := make(chan []byte)
-	end := make(chan error, 1)
-	go func() {
-		_, err := g.cl.Stream(sctx, req.Body, hdr, func(ev []byte) error {
-			select {
-			case events <- ev:
-				return nil
-			case <-sctx.Done():
-				return sctx.Err()
-			}
-		})
-		end <- err
-	}()
 	tr := chat.NewStream(req, chatID(id), time.Now())
 	sw := newSSE(w, g.cfg.WriteTimeout)
 	keepAlive := time.NewTimer(g.cfg.KeepAlive)

@@ -157,21 +157,8 @@ func writeAnthropic(w http.ResponseWriter, e *anthropic.Error, a *apiError) outc
 // error events are skipped: the pool's error follows them and is what the client gets (a status
 // while only message_start was due, one error frame after that).
 func (g *Gateway) streamMessage(ctx context.Context, w http.ResponseWriter, tr anthropic.Translated, hdr nats.Header) outcome {
-	sctx, cancel := context.WithCancel(ctx)
+	events, end, cancel := g.poolStream(ctx, tr.Body, hdr)
 	defer cancel()
-	events := make(chan []byte)
-	end := make(chan error, 1)
-	go func() {
-		_, err := g.cl.Stream(sctx, tr.Body, hdr, func(ev []byte) error {
-			select {
-			case events <- ev:
-				return nil
-			case <-sctx.Done():
-				return sctx.Err()
-			}
-		})
-		end <- err
-	}()
 	sw := newSSE(w, g.cfg.WriteTimeout)
 	st := anthropic.NewStream(tr.Model, tr.Names)
 	keepAlive := time.NewTimer(g.cfg.KeepAlive)

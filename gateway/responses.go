@@ -145,23 +145,8 @@ func withoutNullError(b []byte) []byte {
 
 // stream answers a "stream": true request with server-sent events, as they arrive from the pool.
 func (g *Gateway) stream(ctx context.Context, w http.ResponseWriter, req request, hdr nats.Header) outcome {
-	sctx, cancel := context.WithCancel(ctx)
+	events, end, cancel := g.poolStream(ctx, req.body, hdr)
 	defer cancel()
-	// Client.Stream calls fn on its own goroutine; the handler alone writes to w, so one select
-	// can interleave events, keep-alives and the end.
-	events := make(chan []byte)
-	end := make(chan error, 1)
-	go func() {
-		_, err := g.cl.Stream(sctx, req.body, hdr, func(ev []byte) error {
-			select {
-			case events <- ev:
-				return nil
-			case <-sctx.Done():
-				return sctx.Err()
-			}
-		})
-		end <- err
-	}()
 	sw := newSSE(w, g.cfg.WriteTimeout)
 	keepAlive := time.NewTimer(g.cfg.KeepAlive)
 	defer keepAlive.Stop()
@@ -194,6 +179,28 @@ func (g *Gateway) stream(ctx context.Context, w http.ResponseWriter, req request
 			return g.endStream(ctx, w, sw, err, writeErr)
 		}
 	}
+}
+
+// poolStream runs body as a streamed pool request and hands its events to the caller's goroutine,
+// so that the handler alone writes to the client and one select can interleave events,
+// keep-alives and the end (Client.Stream calls its callback on a goroutine of its own). end gets
+// the pool request's result once; cancel stops the request and must be called.
+func (g *Gateway) poolStream(ctx context.Context, body []byte, hdr nats.Header) (events <-chan []byte, end <-chan error, cancel func()) {
+	sctx, cancel := context.WithCancel(ctx)
+	evs := make(chan []byte)
+	done := make(chan error, 1)
+	go func() {
+		_, err := g.cl.Stream(sctx, body, hdr, func(ev []byte) error {
+			select {
+			case evs <- ev:
+				return nil
+			case <-sctx.Done():
+				return sctx.Err()
+			}
+		})
+		done <- err
+	}()
+	return evs, done, cancel
 }
 
 // endStream answers the end of a stream: err is what the pool request returned, writeErr the
