@@ -156,21 +156,6 @@ func writeChunks(sw *sse, tr *chat.Stream, ev []byte) (wrote bool, err error) {
 // endChatStream answers the end of a chat stream, as endStream does for Responses, with the
 // error line of Chat Completions streams.
 func (g *Gateway) endChatStream(ctx context.Context, w http.ResponseWriter, sw *sse, err, writeErr error) outcome {
-	switch {
-	case writeErr != nil:
-		return outcome{status: StatusClientClosed, code: CodeClientClosed, err: writeErr.Error()}
-	case err == nil:
-		return ok(http.StatusOK)
-	}
-	a := g.chatPoolError(ctx, err)
-	if !sw.started {
-		a.write(w)
-		return failed(a)
-	}
-	if a.Status != StatusClientClosed {
-		_ = sw.event("", a.body())
-	}
-	o := failed(a)
-	o.status = http.StatusOK // what went on the wire; code says what ended it
-	return o
+	return endStreamWith(w, sw, writeErr, err, func() *apiError { return g.chatPoolError(ctx, err) },
+		func(a *apiError) error { return sw.event("", a.body()) })
 }

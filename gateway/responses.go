@@ -206,19 +206,26 @@ func (g *Gateway) poolStream(ctx context.Context, body []byte, hdr nats.Header) 
 // endStream answers the end of a stream: err is what the pool request returned, writeErr the
 // write that failed (the client is gone or stalled), if one did.
 func (g *Gateway) endStream(ctx context.Context, w http.ResponseWriter, sw *sse, err, writeErr error) outcome {
+	return endStreamWith(w, sw, writeErr, err, func() *apiError { return g.poolError(ctx, err) },
+		func(a *apiError) error { return sw.event("error", a.streamFrame()) })
+}
+
+// endStreamWith is the end of a stream in any API: nothing more on a failed write; on the pool's
+// error, the status when nothing was sent yet, else one error frame (frame writes it).
+func endStreamWith(w http.ResponseWriter, sw *sse, writeErr, err error, apiErr func() *apiError, frame func(*apiError) error) outcome {
 	switch {
 	case writeErr != nil:
 		return outcome{status: StatusClientClosed, code: CodeClientClosed, err: writeErr.Error()}
 	case err == nil:
 		return ok(http.StatusOK)
 	}
-	a := g.poolError(ctx, err)
+	a := apiErr()
 	if !sw.started {
 		a.write(w)
 		return failed(a)
 	}
 	if a.Status != StatusClientClosed {
-		_ = sw.event("error", a.streamFrame())
+		_ = frame(a)
 	}
 	o := failed(a)
 	o.status = http.StatusOK // what went on the wire; code says what ended it
