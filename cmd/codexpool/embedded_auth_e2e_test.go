@@ -24,9 +24,6 @@ import (
 // bucket; `codexpool ask`, `jobs` and `batch` of the same user work unchanged; and the login the
 // worker shares through the credentials bucket is sealed: no entry holds a token in plaintext.
 func TestE2EEmbeddedRequiresAuth(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end test")
-	}
 	sim := codextest.NewServer(codextest.Options{
 		Accounts:      []codextest.Account{{Name: "alice", AccountID: "acct-alice-embedded-0123456789"}},
 		TokenLifetime: 4 * time.Second, Latency: 20 * time.Millisecond, Words: 4,

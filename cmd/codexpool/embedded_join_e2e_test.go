@@ -18,9 +18,6 @@ import (
 // machine where the first embeds NATS, finds the address taken and joins that server within
 // seconds (it waited 10 s for a server that could not start, then failed). Both serve.
 func TestE2ESecondWorkerJoinsEmbedded(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end test")
-	}
 	sim := codextest.NewServer(codextest.Options{Token: simToken, Words: 4})
 	t.Cleanup(sim.Close)
 	addr := "127.0.0.1:" + strconv.Itoa(testutil.FreePort(t))

@@ -102,9 +102,6 @@ func connectAs(t *testing.T, url, user string, v *violations) *nats.Conn {
 // forbidden act — reading a credential entry by any API, writing or deleting a result, purging or
 // deleting a stream, taking jobs, publishing gate messages — is refused, one by one.
 func TestE2ERoles(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end test")
-	}
 	ns := startRolesServer(t)
 	admin := connectAs(t, ns.ClientURL(), "admin", nil)
 	js, err := jetstream.New(admin)
