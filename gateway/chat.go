@@ -101,41 +101,17 @@ func (g *Gateway) chatOneShot(ctx context.Context, w http.ResponseWriter, req *c
 
 // chatStream answers a "stream": true request with chunks, as the pool's events arrive.
 func (g *Gateway) chatStream(ctx context.Context, w http.ResponseWriter, req *chat.Request, hdr nats.Header, id string) outcome {
-	events, end, cancel := g.poolStream(ctx, req.Body, hdr)
-	defer cancel()
 	tr := chat.NewStream(req, chatID(id), time.Now())
 	sw := newSSE(w, g.cfg.WriteTimeout)
-	keepAlive := time.NewTimer(g.cfg.KeepAlive)
-	defer keepAlive.Stop()
-	var writeErr error
-	for {
-		select {
-		case ev := <-events:
-			if writeErr != nil {
-				continue // the client is gone; the stream is being cancelled
-			}
-			var wrote bool
-			if wrote, writeErr = writeChunks(sw, tr, ev); writeErr != nil {
-				cancel()
-			}
-			if wrote {
-				keepAlive.Reset(g.cfg.KeepAlive)
-			}
-		case <-keepAlive.C:
-			if writeErr != nil {
-				continue
-			}
-			if writeErr = sw.comment("keep-alive"); writeErr != nil {
-				cancel()
-			}
-			keepAlive.Reset(g.cfg.KeepAlive)
-		case err := <-end:
+	return g.relay(ctx, sw, req.Body, hdr, relay{
+		onEvent: func(ev []byte) (bool, error) { return writeChunks(sw, tr, ev) },
+		onEnd: func(err, writeErr error) outcome {
 			if tr.Done() {
 				err = nil // an incomplete response: its chunks and [DONE] are out
 			}
 			return g.endChatStream(ctx, w, sw, err, writeErr)
-		}
-	}
+		},
+	})
 }
 
 // writeChunks writes the chunks of one event, and [DONE] after the terminal one.

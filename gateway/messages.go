@@ -7,7 +7,6 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -157,43 +156,29 @@ func writeAnthropic(w http.ResponseWriter, e *anthropic.Error, a *apiError) outc
 // error events are skipped: the pool's error follows them and is what the client gets (a status
 // while only message_start was due, one error frame after that).
 func (g *Gateway) streamMessage(ctx context.Context, w http.ResponseWriter, tr anthropic.Translated, hdr nats.Header) outcome {
-	events, end, cancel := g.poolStream(ctx, tr.Body, hdr)
-	defer cancel()
 	sw := newSSE(w, g.cfg.WriteTimeout)
 	st := anthropic.NewStream(tr.Model, tr.Names)
-	keepAlive := time.NewTimer(g.cfg.KeepAlive)
-	defer keepAlive.Stop()
 	var held []anthropic.Frame // message_start, until something follows it
-	var writeErr error
-	for {
-		select {
-		case ev := <-events:
-			if typ := fastType(ev); writeErr != nil || typ == "error" || typ == "response.failed" {
-				continue
+	flush := func() error {
+		err := writeFrames(sw, held)
+		held = nil
+		return err
+	}
+	return g.relay(ctx, sw, tr.Body, hdr, relay{
+		onEvent: func(ev []byte) (bool, error) {
+			if typ := fastType(ev); typ == "error" || typ == "response.failed" {
+				return false, nil
 			}
 			// The status is decided by the first frame after message_start: an origin that fails
 			// right after response.created is answered with a real status, not a 200 stream.
 			if held = append(held, st.Event(ev)...); len(held) == 1 && held[0].Event == "message_start" {
-				continue
+				return false, nil
 			}
-			writeErr = writeFrames(sw, held)
-			held = nil
-		case <-keepAlive.C:
-			if writeErr == nil {
-				writeErr = writeFrames(sw, held)
-				held = nil
-			}
-			if writeErr == nil {
-				writeErr = sw.comment("keep-alive")
-			}
-		case err := <-end:
-			return g.endMessageStream(ctx, w, sw, st, err, writeErr)
-		}
-		if writeErr != nil {
-			cancel()
-		}
-		keepAlive.Reset(g.cfg.KeepAlive)
-	}
+			return true, flush()
+		},
+		onIdle: flush,
+		onEnd:  func(err, writeErr error) outcome { return g.endMessageStream(ctx, w, sw, st, err, writeErr) },
+	})
 }
 
 // writeFrames writes frames as SSE events, stopping at the first failed write.

@@ -145,40 +145,20 @@ func withoutNullError(b []byte) []byte {
 
 // stream answers a "stream": true request with server-sent events, as they arrive from the pool.
 func (g *Gateway) stream(ctx context.Context, w http.ResponseWriter, req request, hdr nats.Header) outcome {
-	events, end, cancel := g.poolStream(ctx, req.body, hdr)
-	defer cancel()
 	sw := newSSE(w, g.cfg.WriteTimeout)
-	keepAlive := time.NewTimer(g.cfg.KeepAlive)
-	defer keepAlive.Stop()
-	var writeErr error
-	for {
-		select {
-		case ev := <-events:
+	return g.relay(ctx, sw, req.body, hdr, relay{
+		onEvent: func(ev []byte) (bool, error) {
 			typ, ev, isError := inspectEvent(ev)
-			if isError || writeErr != nil {
+			if isError {
 				// An origin "error" event: the pool's error message follows and is what the client
 				// gets (as a status if nothing was sent yet). Forwarding this one would make the
-				// SDKs fail on it before the real status could be sent. (Or the client is gone and
-				// the stream is being cancelled.)
-				continue
+				// SDKs fail on it before the real status could be sent.
+				return false, nil
 			}
-			if writeErr = sw.event(typ, ev); writeErr != nil {
-				cancel()
-			}
-			keepAlive.Reset(g.cfg.KeepAlive)
-		case <-keepAlive.C:
-			if writeErr != nil {
-				continue
-			}
-			if writeErr = sw.comment("keep-alive"); writeErr != nil {
-				cancel()
-			}
-			keepAlive.Reset(g.cfg.KeepAlive)
-		case err := <-end:
-			// fn hands over every event before Stream returns, so nothing is left in events.
-			return g.endStream(ctx, w, sw, err, writeErr)
-		}
-	}
+			return true, sw.event(typ, ev)
+		},
+		onEnd: func(err, writeErr error) outcome { return g.endStream(ctx, w, sw, err, writeErr) },
+	})
 }
 
 // poolStream runs body as a streamed pool request and hands its events to the caller's goroutine,
