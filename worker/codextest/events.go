@@ -388,8 +388,8 @@ func (b *stepBuilder) reply(p plan, t *turn) {
 	b.finish(p, u)
 }
 
-// answerDeltas are the deltas of Answer(prompt, words): a word each, after the first with a
-// leading space.
+// answerDeltas are the deltas of Answer(prompt, words): a word each, the first after
+// AnswerPrefix, the others after a space.
 func answerDeltas(prompt string, words int) []string {
 	h := promptHash(prompt)
 	out := make([]string, words)
@@ -397,6 +397,8 @@ func answerDeltas(prompt string, words int) []string {
 		out[i] = wordAt(h, i)
 		if i > 0 {
 			out[i] = " " + out[i]
+		} else {
+			out[i] = AnswerPrefix + out[i]
 		}
 	}
 	return out
