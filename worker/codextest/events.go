@@ -115,6 +115,7 @@ type errorBody struct {
 	Type            string `json:"type"`
 	Code            string `json:"code,omitempty"`
 	Message         string `json:"message"`
+	Param           string `json:"param,omitempty"`
 	PlanType        string `json:"plan_type,omitempty"`
 	ResetsAt        int64  `json:"resets_at,omitempty"`
 	ResetsInSeconds int    `json:"resets_in_seconds,omitempty"`
