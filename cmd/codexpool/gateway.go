@@ -53,7 +53,7 @@ type gatewayConfig struct {
 func defaultGatewayConfig() gatewayConfig {
 	return gatewayConfig{PoolConfig: defaultPoolConfig(), Addr: "127.0.0.1:8080", Models: "gpt-5.1-codex",
 		KeepAlive: 15 * time.Second, RequestTimeout: 10 * time.Minute, ShutdownGrace: 30 * time.Second,
-		WriteTimeout: 30 * time.Second, Unavailable: 5 * time.Second,
+		WriteTimeout: gateway.DefaultWriteTimeout, Unavailable: gateway.DefaultUnavailableWait,
 		LogLevel: "info", LogFormat: "auto"}
 }
 
