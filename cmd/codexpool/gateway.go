@@ -16,6 +16,7 @@ import (
 
 	"github.com/codexpool/codexpool/gateway"
 	"github.com/codexpool/codexpool/gateway/anthropic"
+	"github.com/codexpool/codexpool/gateway/dashboard"
 	"github.com/codexpool/codexpool/internal/config"
 	"github.com/codexpool/codexpool/queue"
 	"github.com/codexpool/codexpool/queue/client"
@@ -304,7 +305,9 @@ func (m *gatewayMain) serve(context.Context) (func(), error) {
 		jobs = gatewayJobs{cl}
 	}
 	modelMap, _ := anthropic.ParseModelMap(cfg.ModelMap) // vetted by check
+	dash := dashboard.New(m.nc, dashboard.Config{JobsStream: cfg.JobsStream, Logger: m.log})
 	g := gateway.New(cl, m.nc, gateway.Config{
+		Dashboard:       dash,
 		Jobs:            jobs,
 		Keys:            m.keys,
 		Models:          cfg.models(),
@@ -321,7 +324,15 @@ func (m *gatewayMain) serve(context.Context) (func(), error) {
 	go func() { m.served <- m.srv.Serve(m.ln) }()
 	m.log.Info("gateway listening", "addr", m.ln.Addr().String(), "nats", m.nc.ConnectedUrlRedacted(), "subject", cfg.Subject,
 		"auth", len(m.keys) > 0, "keys", len(m.keys), "models", cfg.models())
-	return nil, nil
+	return runDashboard(dash), nil
+}
+
+// runDashboard samples the fleet for the dashboard until the returned stop, which waits for it.
+func runDashboard(d *dashboard.Dashboard) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = d.Run(ctx); close(done) }()
+	return func() { cancel(); <-done }
 }
 
 // gatewayJobs serves the gateway's "background": true with the pool's durable jobs: the job id
