@@ -83,7 +83,7 @@ function accountRows(d, now) {
 
 function gateRows(d) {
   return (d.gates || []).map((g) => el("tr", {}, el("td", {}, g.worker), el("td", {}, g.account),
-    el("td", {}, g.mode || "–"), num(fmtMS(g.spacing_ms)),
+    el("td", {}, g.mode || "–"), num(g.spacing_ms ? fmtMS(g.spacing_ms) : "0 ms"),
     el("td", {}, g.closed ? el("span", { class: "badge bad" }, "closed") : "open"),
     num(g.in_flight), num(g.queued), num(g.rejections)));
 }
