@@ -25,7 +25,8 @@ import (
 
 const gatewayTrailer = `Serves the OpenAI Responses API over HTTP in front of the pool, so the OpenAI SDKs and the
 Codex CLI (as a custom model provider) use it unchanged: POST /v1/responses (JSON, or server-sent
-events with "stream": true), GET /v1/models, GET /healthz, GET /readyz. Clients send
+events with "stream": true), GET /v1/models, GET /healthz, GET /readyz, and a live operator page,
+GET /dashboard (docs/dashboard.md). Clients send
 Authorization: Bearer <key> with one of CODEXPOOL_GATEWAY_KEYS; without keys the gateway listens
 on loopback only. It keeps no state: run as many as you like behind a load balancer. With no
 CODEXPOOL_NATS_URL it connects to nats://127.0.0.1:4222 (a worker's embedded server).

@@ -39,8 +39,9 @@ type Config struct {
 	StatsWait time.Duration
 	// JobsStream is the jobs' JetStream stream; default "CODEXPOOL_JOBS".
 	JobsStream string
-	// Usage, when set, feeds the page's usage panel: its result is shown as JSON-encoded, each
-	// sample. Nil: the panel says that usage accounting is not enabled.
+	// Usage, when set, feeds the page's usage panel: called at each sample (its context ends
+	// after Interval), its result is shown JSON-encoded (a list of objects as a table), its
+	// error as a problem. Nil: the panel says that usage accounting is not enabled.
 	Usage func(ctx context.Context) (any, error)
 	// Logger gets sampling problems at debug; default discard.
 	Logger *slog.Logger
@@ -112,7 +113,9 @@ func (d *Dashboard) Sample(ctx context.Context) {
 	data.Totals, data.Workers, data.Accounts, data.Gates = fleetView(ws)
 	data.Jobs, data.JobsNote = d.jobs(ctx)
 	if d.cfg.Usage != nil {
-		u, err := d.cfg.Usage(ctx)
+		uctx, cancel := context.WithTimeout(ctx, d.cfg.Interval)
+		u, err := d.cfg.Usage(uctx)
+		cancel()
 		if err != nil {
 			data.UsageError = err.Error()
 		}

@@ -3,6 +3,7 @@ package dashboard_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"io/fs"
 	"net/http"
@@ -248,5 +249,38 @@ func TestAssetsSelfContained(t *testing.T) {
 	t.Logf("embedded assets: %d bytes", total)
 	if total > 300<<10 {
 		t.Errorf("assets weigh %d bytes, want at most 300 KB", total)
+	}
+}
+
+// TestUsageHook: the usage panel's hook is optional; its error and a result that does not
+// encode are shown as such, and the rest of the data still comes.
+func TestUsageHook(t *testing.T) {
+	nc, _ := fleet(t, 1)
+	tests := []struct {
+		name    string
+		usage   func(context.Context) (any, error)
+		on      bool
+		wantErr string
+		want    bool // a usage value
+	}{
+		{name: "no hook", usage: nil},
+		{name: "a table", usage: func(context.Context) (any, error) { return []map[string]int{{"requests": 2}}, nil }, on: true, want: true},
+		{name: "an error", usage: func(context.Context) (any, error) { return nil, errors.New("usage: bucket gone") }, on: true, wantErr: "usage: bucket gone"},
+		{name: "does not encode", usage: func(context.Context) (any, error) { return make(chan int), nil }, on: true, wantErr: "usage: json: unsupported type: chan int"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := dashboard.New(nc, dashboard.Config{Usage: tt.usage})
+			srv := httptest.NewServer(d)
+			t.Cleanup(srv.Close)
+			d.Sample(ctxT(t))
+			got := getData(t, srv.URL, "")
+			if got.UsageOn != tt.on || got.UsageError != tt.wantErr || (got.Usage != nil) != tt.want {
+				t.Errorf("usage on %v, error %q, value %v; want on %v, error %q, a value: %v", got.UsageOn, got.UsageError, got.Usage, tt.on, tt.wantErr, tt.want)
+			}
+			if len(got.Workers) != 1 {
+				t.Errorf("workers = %+v, want the one worker whatever the usage hook did", got.Workers)
+			}
+		})
 	}
 }
