@@ -23,7 +23,8 @@ import (
 
 // Defaults of Config.
 const (
-	DefaultInterval   = time.Second
+	DefaultInterval   = 500 * time.Millisecond
+	DefaultResolution = time.Second
 	DefaultHistory    = 15 * time.Minute
 	DefaultStatsWait  = 200 * time.Millisecond
 	DefaultJobsStream = "CODEXPOOL_JOBS"
@@ -31,9 +32,12 @@ const (
 
 // Config configures a Dashboard. The zero value of every field is its documented default.
 type Config struct {
-	// Interval is the time between samples of the fleet; default 1s.
+	// Interval is the time between samples of the fleet; default 500ms.
 	Interval time.Duration
-	// History is how far back the charts go; default 15m (Interval/History points are kept).
+	// Resolution is the time between two points of the charts (a sample adds one when at least
+	// 90% of it has passed since the last); default 1s.
+	Resolution time.Duration
+	// History is how far back the charts go; default 15m (History/Resolution points are kept).
 	History time.Duration
 	// StatsWait is how long a sample waits for the workers' STATS replies; default 200ms.
 	StatsWait time.Duration
@@ -69,6 +73,9 @@ func New(nc *nats.Conn, cfg Config) *Dashboard {
 	if cfg.Interval <= 0 {
 		cfg.Interval = DefaultInterval
 	}
+	if cfg.Resolution <= 0 {
+		cfg.Resolution = DefaultResolution
+	}
 	if cfg.History <= 0 {
 		cfg.History = DefaultHistory
 	}
@@ -83,7 +90,7 @@ func New(nc *nats.Conn, cfg Config) *Dashboard {
 	}
 	sub, _ := fs.Sub(assets, "assets") // the directory is embedded: cannot fail
 	page, _ := fs.ReadFile(sub, "index.html")
-	n := max(int(cfg.History/cfg.Interval), 1)
+	n := max(int(cfg.History/cfg.Resolution), 1)
 	return &Dashboard{nc: nc, cfg: cfg, log: cfg.Logger.With("component", "dashboard"),
 		static: http.StripPrefix("/dashboard/", http.FileServerFS(sub)), page: page, hist: newHistory(n)}
 }
@@ -104,7 +111,7 @@ func (d *Dashboard) Run(ctx context.Context) error {
 
 // Sample takes one sample of the fleet now (Run calls it every Interval).
 func (d *Dashboard) Sample(ctx context.Context) {
-	data := Data{IntervalMS: d.cfg.Interval.Milliseconds(), UsageOn: d.cfg.Usage != nil}
+	data := Data{IntervalMS: d.cfg.Interval.Milliseconds(), ResolutionMS: d.cfg.Resolution.Milliseconds(), UsageOn: d.cfg.Usage != nil}
 	replies, err := client.Stats(ctx, d.nc, d.cfg.StatsWait)
 	if err != nil {
 		data.Problems = append(data.Problems, err.Error())
@@ -127,7 +134,9 @@ func (d *Dashboard) Sample(ctx context.Context) {
 		d.log.Debug("sample", "problem", p)
 	}
 	d.mu.Lock()
-	d.hist.add(now, ws)
+	if d.hist.due(now, d.cfg.Resolution) {
+		d.hist.add(now, ws)
+	}
 	d.latest = data
 	d.mu.Unlock()
 }

@@ -107,7 +107,7 @@ func getData(t *testing.T, base, query string) dashboard.Data {
 // accounts with their 5 h and weekly windows, the requests made, and a throughput point.
 func TestDataFromRealWorkers(t *testing.T) {
 	nc, cl := fleet(t, 2)
-	d := dashboard.New(nc, dashboard.Config{Usage: func(context.Context) (any, error) {
+	d := dashboard.New(nc, dashboard.Config{Resolution: time.Millisecond, Usage: func(context.Context) (any, error) {
 		return []map[string]any{{"key": "team", "requests": 3}}, nil
 	}})
 	srv := httptest.NewServer(d)
@@ -164,7 +164,7 @@ func TestDataFromRealWorkers(t *testing.T) {
 // when its context ends.
 func TestRunSamplesUntilCancelled(t *testing.T) {
 	nc, _ := fleet(t, 1)
-	d := dashboard.New(nc, dashboard.Config{Interval: 50 * time.Millisecond, StatsWait: 20 * time.Millisecond})
+	d := dashboard.New(nc, dashboard.Config{Interval: 50 * time.Millisecond, Resolution: 50 * time.Millisecond, StatsWait: 20 * time.Millisecond})
 	srv := httptest.NewServer(d)
 	t.Cleanup(srv.Close)
 	ctx, cancel := context.WithCancel(context.Background())

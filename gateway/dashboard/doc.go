@@ -2,7 +2,7 @@
 // jobs, and throughput, latency and errors over the last 15 minutes as charts.
 //
 // Call New with the gateway's NATS connection, start Run in a goroutine the caller waits for (it
-// samples the fleet once a second until its context ends), and mount the Dashboard as an
+// samples the fleet twice a second until its context ends), and mount the Dashboard as an
 // http.Handler under /dashboard (gateway.Config.Dashboard; the gateway checks keys and the
 // keyless Host/Origin rules before it is reached). It serves:
 //
@@ -13,7 +13,7 @@
 //
 // Data comes only from what the fleet already publishes: every worker's micro STATS
 // ($SRV.STATS.codexpool: queue.Stats and worker.StatsData, flattened) and the JetStream info of
-// the jobs stream and its consumer. The history is a ring in memory (one point per sample, 15
+// the jobs stream and its consumer. The history is a ring in memory (a point a second for 15
 // minutes by default): nothing is stored, so a restarted gateway starts with an empty chart.
 // Nothing the page shows is a secret: the stats carry none, and the gateway's keys are never
 // passed to this package.

@@ -1,6 +1,9 @@
 package dashboard
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // Point is one sample of the charts: rates over the interval since the previous sample.
 type Point struct {
@@ -60,10 +63,10 @@ func (h *history) add(now time.Time, ws []workerStats) Point {
 		latency += cur.latencyNS - old.latencyNS
 	}
 	if dt := now.Sub(h.prevT).Seconds(); !h.prevT.IsZero() && dt > 0 {
-		p.Throughput, p.Errors = float64(completed)/dt, float64(errs)/dt
+		p.Throughput, p.Errors = round3(float64(completed)/dt), round3(float64(errs)/dt)
 	}
 	if n := completed + failed; n > 0 {
-		p.LatencyMS = float64(latency) / float64(n) / float64(time.Millisecond)
+		p.LatencyMS = round3(float64(latency) / float64(n) / float64(time.Millisecond))
 	}
 	h.prevT = now
 	for id, s := range h.prev {
@@ -73,6 +76,12 @@ func (h *history) add(now time.Time, ws []workerStats) Point {
 	}
 	h.push(p)
 	return p
+}
+
+// due reports whether a point is due at now: the first, or at least 90% of res after the last
+// (samples come at a steady interval, give or take scheduling).
+func (h *history) due(now time.Time, res time.Duration) bool {
+	return h.prevT.IsZero() || now.Sub(h.prevT) >= res*9/10
 }
 
 func (h *history) push(p Point) {
@@ -95,3 +104,7 @@ func (h *history) since(t int64) []Point {
 	}
 	return out
 }
+
+// round3 keeps three decimals: the charts need no more, and the page's first data answer
+// carries every point.
+func round3(v float64) float64 { return math.Round(v*1000) / 1000 }

@@ -104,3 +104,28 @@ func TestHistoryRing(t *testing.T) {
 		})
 	}
 }
+
+func TestHistoryDue(t *testing.T) {
+	t0 := time.Unix(1_800_000_000, 0)
+	tests := []struct {
+		name  string
+		after time.Duration // since the last point; -1 = no point yet
+		want  bool
+	}{
+		{name: "first", after: -1, want: true},
+		{name: "half a second", after: 500 * time.Millisecond, want: false},
+		{name: "a sample early by scheduling", after: 950 * time.Millisecond, want: true},
+		{name: "a second", after: time.Second, want: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHistory(10)
+			if tt.after >= 0 {
+				h.add(t0, nil)
+			}
+			if got := h.due(t0.Add(max(tt.after, 0)), time.Second); got != tt.want {
+				t.Errorf("due %s after the last point = %v, want %v", tt.after, got, tt.want)
+			}
+		})
+	}
+}

@@ -9,12 +9,13 @@ import (
 // Data is the body of GET /dashboard/data: one sample of the fleet and the history after the
 // request's ?since.
 type Data struct {
-	Time       time.Time `json:"time"`
-	IntervalMS int64     `json:"interval_ms"`
-	Totals     Totals    `json:"totals"`
-	Workers    []Worker  `json:"workers"`
-	Accounts   []Account `json:"accounts"` // by name, merged over the workers that use them
-	Gates      []Gate    `json:"gates"`    // one per worker and account
+	Time         time.Time `json:"time"`
+	IntervalMS   int64     `json:"interval_ms"`   // between samples
+	ResolutionMS int64     `json:"resolution_ms"` // between history points
+	Totals       Totals    `json:"totals"`
+	Workers      []Worker  `json:"workers"`
+	Accounts     []Account `json:"accounts"` // by name, merged over the workers that use them
+	Gates        []Gate    `json:"gates"`    // one per worker and account
 	// Jobs is nil without a jobs stream (no JetStream, or no worker with jobs yet): JobsNote says why.
 	Jobs     *Jobs  `json:"jobs"`
 	JobsNote string `json:"jobs_note,omitempty"`
