@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
+	"log/slog"
 	"net/http"
 	"strconv"
 
@@ -64,6 +65,10 @@ func (g *Gateway) translateMessage(w http.ResponseWriter, r *http.Request) (anth
 	raw, a := g.readBody(w, r)
 	if a != nil {
 		return anthropic.Translated{}, toAnthropic(a)
+	}
+	if g.log.Enabled(r.Context(), slog.LevelDebug) {
+		g.log.LogAttrs(r.Context(), slog.LevelDebug, "request body", slog.String("path", r.URL.Path),
+			slog.Int("bytes", len(raw)), slog.String("body", string(raw)))
 	}
 	tr, err := anthropic.Translate(raw, anthropic.Options{
 		Models: g.cfg.ModelMap, Served: g.cfg.Models,
