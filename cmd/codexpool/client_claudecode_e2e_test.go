@@ -51,7 +51,7 @@ func TestE2EClaudeCode(t *testing.T) {
 
 	t.Run("say hello", func(t *testing.T) {
 		out := cc.run(t, t.TempDir(), "Say hello")
-		body := rec.lastMessageWith(t, "Say hello")
+		body := rec.lastWith(t, "/v1/messages?", "Say hello")
 		if want := simAnswer(t, body, 8); out != want {
 			t.Errorf("claude printed %q, want the simulator's answer %q", out, want)
 		}
@@ -67,11 +67,11 @@ func TestE2EClaudeCode(t *testing.T) {
 		if want := "Tool Bash returned: " + mark; !strings.Contains(out, want) {
 			t.Errorf("claude printed %q, want the final answer quoting the tool's output (%q)", out, want)
 		}
-		if !strings.Contains(string(rec.lastMessageWith(t, `"tool_result"`)), mark) {
+		if !strings.Contains(string(rec.lastWith(t, "/v1/messages?", `"tool_result"`)), mark) {
 			t.Error("no request sent the tool's output back as a tool_result")
 		}
 	})
-	rec.check(t)
+	rec.check(t, "/v1/messages")
 }
 
 // claudeCode runs the CLI non-interactively against base with the gateway's key.
@@ -162,31 +162,32 @@ func (rec *recorder) all() []recorded {
 	return slices.Clone(rec.reqs)
 }
 
-// lastMessageWith returns the body of the last POST /v1/messages that contains s.
-func (rec *recorder) lastMessageWith(t *testing.T, s string) []byte {
+// lastWith returns the body of the last POST whose path (with its query) starts with path and
+// whose body contains s.
+func (rec *recorder) lastWith(t *testing.T, path, s string) []byte {
 	t.Helper()
 	reqs := rec.all()
 	for i := len(reqs) - 1; i >= 0; i-- {
 		r := reqs[i]
-		if r.method == http.MethodPost && strings.HasPrefix(r.path, "/v1/messages") &&
-			!strings.HasPrefix(r.path, "/v1/messages/") && bytes.Contains(r.body, []byte(s)) {
+		if r.method == http.MethodPost && (r.path == strings.TrimSuffix(path, "?") || strings.HasPrefix(r.path, path)) &&
+			bytes.Contains(r.body, []byte(s)) {
 			return r.body
 		}
 	}
-	t.Fatalf("no POST /v1/messages with %q among %d requests", s, len(reqs))
+	t.Fatalf("no POST %s with %q among %d requests", path, s, len(reqs))
 	return nil
 }
 
 // check logs every request (headers with secrets redacted) and checks each carried the key and
-// went to the Messages API.
-func (rec *recorder) check(t *testing.T) {
+// went to a path under prefix.
+func (rec *recorder) check(t *testing.T, prefix string) {
 	t.Helper()
 	for _, r := range rec.all() {
 		if r.header.Get("X-Api-Key") != gatewayKey && r.header.Get("Authorization") != "Bearer "+gatewayKey {
 			t.Errorf("%s %s: no gateway key in x-api-key or Authorization", r.method, r.path)
 		}
-		if !strings.HasPrefix(r.path, "/v1/messages") {
-			t.Errorf("%s %s: a request outside the Messages API", r.method, r.path)
+		if !strings.HasPrefix(r.path, prefix) {
+			t.Errorf("%s %s: a request outside %s", r.method, r.path, prefix)
 		}
 		t.Logf("captured: %s %s (%d bytes; model %s)\n%s", r.method, r.path, len(r.body), modelOf(r.body), redacted(r.header))
 	}
