@@ -20,7 +20,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/codexpool/codexpool/gateway/anthropic"
 	"github.com/codexpool/codexpool/worker/codextest"
 )
 
@@ -104,11 +103,11 @@ func (cc claudeCode) run(t *testing.T, dir, prompt string, args ...string) strin
 // simAnswer is the simulator's answer to a /v1/messages body, as the gateway translates it.
 func simAnswer(t *testing.T, body []byte, words int) string {
 	t.Helper()
-	tr, err := anthropic.Translate(body, anthropic.Options{})
+	a, err := anthropicAnswer(body, words)
 	if err != nil {
-		t.Fatalf("translate the captured request: %v", err)
+		t.Fatalf("the captured request: %v", err)
 	}
-	return codextest.Answer(codextest.PromptOf(tr.Body), words)
+	return a
 }
 
 func nonce(t *testing.T) string {
