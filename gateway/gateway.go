@@ -27,7 +27,7 @@ const (
 	DefaultReadyTTL        = 2 * time.Second
 	DefaultReadyTimeout    = time.Second
 	DefaultWriteTimeout    = 30 * time.Second
-	DefaultUnavailableWait = 5 * time.Second
+	DefaultUnavailableWait = 3 * time.Second
 )
 
 // Config configures a Gateway. The zero value of every field is its documented default.

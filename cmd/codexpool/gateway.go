@@ -22,12 +22,15 @@ import (
 	"github.com/codexpool/codexpool/schemas"
 )
 
-const gatewayTrailer = `Serves the OpenAI Responses API over HTTP in front of the pool, so the OpenAI SDKs and the
-Codex CLI (as a custom model provider) use it unchanged: POST /v1/responses (JSON, or server-sent
-events with "stream": true), GET /v1/models, GET /healthz, GET /readyz. Clients send
-Authorization: Bearer <key> with one of CODEXPOOL_GATEWAY_KEYS; without keys the gateway listens
-on loopback only. It keeps no state: run as many as you like behind a load balancer. With no
-CODEXPOOL_NATS_URL it connects to nats://127.0.0.1:4222 (a worker's embedded server).
+const gatewayTrailer = `Serves the OpenAI and Anthropic APIs over HTTP in front of the pool, so the OpenAI SDKs, the
+Codex CLI (as a custom model provider), chat-completions tools and Claude Code use it unchanged:
+POST /v1/responses (JSON, or server-sent events with "stream": true; "background": true makes a
+durable job), GET /v1/responses/{id}, POST /v1/chat/completions, POST /v1/messages,
+POST /v1/messages/count_tokens, GET /v1/models, GET /healthz, GET /readyz. Clients send
+Authorization: Bearer <key> (or x-api-key on /v1/messages) with one of CODEXPOOL_GATEWAY_KEYS;
+without keys the gateway listens on loopback only. It keeps no state: run as many as you like
+behind a load balancer. With no CODEXPOOL_NATS_URL it connects to nats://127.0.0.1:4222 (a
+worker's embedded server; the gateway never starts one itself).
 
 Settings: the file key (in --config FILE or $CODEXPOOL_CONFIG), overridden by the variable:
 `
@@ -53,7 +56,7 @@ type gatewayConfig struct {
 func defaultGatewayConfig() gatewayConfig {
 	return gatewayConfig{PoolConfig: defaultPoolConfig(), Addr: "127.0.0.1:8080", Models: "gpt-5.1-codex",
 		KeepAlive: 15 * time.Second, RequestTimeout: 10 * time.Minute, ShutdownGrace: 30 * time.Second,
-		WriteTimeout: 30 * time.Second, Unavailable: 5 * time.Second,
+		WriteTimeout: gateway.DefaultWriteTimeout, Unavailable: gateway.DefaultUnavailableWait,
 		LogLevel: "info", LogFormat: "auto"}
 }
 

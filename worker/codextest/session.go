@@ -134,6 +134,9 @@ func (sc *session) frame(g *generation, data []byte, timer *time.Timer) (*genera
 		sc.s.c.busy.Add(1)
 		return g, sc.write(g, busyEvent()) == nil
 	}
+	if refusal := sc.s.strictRefusal(data); refusal != nil {
+		return nil, sc.write(nil, refusal) == nil
+	}
 	now := time.Now()
 	steps, refusal := sc.s.begin(sc.acct, &req.genRequest, false, now)
 	if refusal != nil {
