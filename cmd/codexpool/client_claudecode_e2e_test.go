@@ -33,7 +33,8 @@ const claudeCodeEnv = "CODEXPOOL_TEST_CLAUDE_CODE"
 // tool (the simulator asks for it), writes a file and quotes the tool's output. Every request the
 // CLI makes goes through a recording proxy in this test and is logged without secrets. The CLI
 // tries to reach hosts of its own, so the test runs only inside a network namespace with nothing
-// but loopback: examples/claude-code/ci.sh makes one and runs this test in it.
+// but loopback: examples/claude-code/ci.sh makes one and runs this test in it. The simulator is
+// strict: a field of the CLI's the translation let through, and the origin refuses, fails it.
 func TestE2EClaudeCode(t *testing.T) {
 	claude := os.Getenv(claudeCodeEnv)
 	if claude == "" {
@@ -42,7 +43,7 @@ func TestE2EClaudeCode(t *testing.T) {
 	if ifs := networkInterfaces(t); len(ifs) != 1 || ifs[0] != "lo" {
 		t.Fatalf("network interfaces %v: Claude Code runs only where loopback is all there is (ip netns)", ifs)
 	}
-	c := newCluster(t, codextest.Options{Words: 8})
+	c := newCluster(t, codextest.Options{Words: 8, Strict: true}) // refuses any field the origin refuses
 	c.startWorker("w1")
 	_, base := c.startGateway()
 	rec := newRecorder(t, base)

@@ -26,7 +26,8 @@ const codexCLIEnv = "CODEXPOOL_TEST_CODEX_CLI"
 // a file and quotes the tool's output. Every request the CLI makes goes through a recording proxy
 // and is logged without secrets. The CLI tries to reach hosts of its own, so the test runs only
 // inside a network namespace that has nothing but loopback: examples/codex-cli/ci.sh makes one
-// and runs this test in it.
+// and runs this test in it. The simulator is strict: it refuses, as the origin does, any field
+// the origin does not read.
 func TestE2ECodexCLI(t *testing.T) {
 	codexBin := os.Getenv(codexCLIEnv)
 	if codexBin == "" {
@@ -35,7 +36,7 @@ func TestE2ECodexCLI(t *testing.T) {
 	if ifs := networkInterfaces(t); len(ifs) != 1 || ifs[0] != "lo" {
 		t.Fatalf("network interfaces %v: the Codex CLI runs only where loopback is all there is (ip netns)", ifs)
 	}
-	c := newCluster(t, codextest.Options{Words: 8})
+	c := newCluster(t, codextest.Options{Words: 8, Strict: true}) // refuses any field the origin refuses
 	c.startWorker("w1")
 	_, base := c.startGateway()
 	rec := newRecorder(t, base)
