@@ -303,6 +303,9 @@ func (b *stepBuilder) faulted(p plan, now time.Time) bool {
 	case FaultError, FaultErrorNoStatus:
 		b.add(0, faultErrorEvent(p.fault, now))
 		return true
+	case FaultContextLengthError:
+		b.add(0, contextLengthEvent())
+		return true
 	case FaultConnLimit:
 		b.addOp(step{op: opCloseConn, ev: connLimitEvent()})
 		return true
@@ -343,6 +346,8 @@ func (b *stepBuilder) failed(p plan) bool {
 		ev := b.respEvent(evFailed, "failed")
 		ev.Response.Error = &respError{Code: codeOverloaded, Message: overloadedMessage}
 		b.add(p.deltaAt(0), ev)
+	case FaultContextLength:
+		b.add(p.deltaAt(0), b.contextLengthFailed())
 	default:
 		return false
 	}
