@@ -221,11 +221,33 @@ type genRequest struct {
 	Input    json.RawMessage   `json:"input"`
 	Generate *bool             `json:"generate"`
 	Metadata map[string]string `json:"metadata"`
+	// ClientMetadata is where a pool worker sends a request's metadata (the origin refuses
+	// "metadata"); its string values are read as the same per-request overrides.
+	ClientMetadata json.RawMessage `json:"client_metadata"`
 	// Instructions, Tools and Include are kept raw: a shape the server does not read must not
 	// fail the frame.
 	Instructions json.RawMessage `json:"instructions"`
 	Tools        json.RawMessage `json:"tools"`
 	Include      json.RawMessage `json:"include"`
+}
+
+// overrides returns the per-request settings (sim_fault, sim_latency_ms, …): metadata when the
+// request has it, else the string values of client_metadata.
+func (r *genRequest) overrides() map[string]string {
+	if r.Metadata != nil || len(r.ClientMetadata) == 0 {
+		return r.Metadata
+	}
+	var m map[string]any
+	if json.Unmarshal(r.ClientMetadata, &m) != nil {
+		return nil
+	}
+	out := map[string]string{}
+	for k, v := range m {
+		if s, ok := v.(string); ok {
+			out[k] = s
+		}
+	}
+	return out
 }
 
 // plan holds the per-response settings after metadata overrides.
