@@ -106,10 +106,14 @@ func (c *jobConsumer) open(msg jetstream.Msg) (*job, bool) {
 }
 
 // settled ends a job that needs no generation: its result exists (a redelivery after the result
-// was written, or the same job submitted again), the results bucket cannot be read (retried), or
-// it was delivered beyond its attempts. It reports whether it ended the job.
+// was written, or the same job submitted again), the results bucket cannot be read (handed back
+// with a delay, and the pull loop pauses: see readPause), or it was delivered beyond its
+// attempts. It reports whether it ended the job.
 func (c *jobConsumer) settled(ctx context.Context, j *job) bool {
 	stored, err := c.jobs.results.Get(ctx, j.t.job)
+	if err == nil || errors.Is(err, jetstream.ErrKeyNotFound) {
+		c.pause.ok()
+	}
 	switch {
 	case err == nil:
 		// Nothing to run again. A one-shot listener still gets the answer.
@@ -119,7 +123,8 @@ func (c *jobConsumer) settled(ctx context.Context, j *job) bool {
 		c.st.skipped.Add(1)
 		return true
 	case !errors.Is(err, jetstream.ErrKeyNotFound):
-		j.log.Warn("jobs: cannot read the results bucket; will retry", "error", err)
+		pause := c.pause.failed()
+		j.log.Warn("jobs: cannot read the results bucket; handed back, pulling paused", "error", err, "pause", pause)
 		c.retry(j, 0)
 		return true
 	case j.meta.NumDelivered > uint64(2*c.jobs.cfg.MaxAttempts):
