@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -35,6 +34,11 @@ type Config struct {
 	// Keys are the client keys accepted as "Authorization: Bearer <key>" on /v1/*. Empty means no
 	// authentication: then the gateway must listen on loopback only (see CheckAddr).
 	Keys []string
+	// ClientKeys are keys with names, limits and rights (the keys file, see ParseKeys),
+	// accepted next to Keys. Keys and ClientKeys both empty means no authentication.
+	ClientKeys []Key
+	// Meter records each request's usage and enforces the keys' limits; nil: neither.
+	Meter Meter
 	// Models are listed by GET /v1/models; default [DefaultModel]. Requests may name any model:
 	// the workers decide.
 	Models []string
@@ -85,7 +89,7 @@ type Gateway struct {
 	nc   *nats.Conn
 	cfg  Config
 	log  *slog.Logger
-	keys [][sha256.Size]byte
+	keys keyring
 
 	models []byte // the GET /v1/models body
 	ready  readiness
@@ -129,8 +133,9 @@ func New(cl *client.Client, nc *nats.Conn, cfg Config) *Gateway {
 	}
 	g := &Gateway{cl: cl, nc: nc, cfg: cfg, log: cfg.Logger.With("component", "gateway")}
 	for _, k := range cfg.Keys {
-		g.keys = append(g.keys, sha256.Sum256([]byte(k)))
+		g.keys = append(g.keys, plainKey(k))
 	}
+	g.keys = append(g.keys, cfg.ClientKeys...)
 	g.models = modelList(cfg.Models)
 	return g
 }
@@ -160,6 +165,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// client's request, and a disconnect cancels the request by its id.
 	c := g.identify(r)
 	w.Header().Set("X-Request-Id", c.id)
+	if g.cfg.Meter != nil {
+		r = r.WithContext(g.metered(r.Context(), c.key))
+	}
 	o := g.route(w, r, c)
 	if r.Context().Err() != nil && o.code != "ok" {
 		o.status, o.code = StatusClientClosed, CodeClientClosed
@@ -191,12 +199,13 @@ type call struct {
 	id     string
 	owner  owner
 	authed bool // a key the gateway accepts, or a gateway without keys
+	key    *Key // the key that matched; nil without keys
 }
 
 // identify authenticates r and makes its request id, which carries the owner (see owner.go).
 func (g *Gateway) identify(r *http.Request) call {
-	o, authed := g.authorize(r)
-	return call{id: newRequestID(o), owner: o, authed: authed}
+	o, k, authed := g.authorize(r)
+	return call{id: newRequestID(o), owner: o, authed: authed, key: k}
 }
 
 func (g *Gateway) route(w http.ResponseWriter, r *http.Request, c call) outcome {
@@ -241,6 +250,11 @@ func (g *Gateway) route(w http.ResponseWriter, r *http.Request, c call) outcome 
 			return g.methodNotAllowed(w, r, http.MethodPost)
 		}
 		return g.chatCompletions(w, r, c.id)
+	case p == "/v1/usage":
+		if r.Method != http.MethodGet {
+			return g.methodNotAllowed(w, r, http.MethodGet)
+		}
+		return g.getUsage(w, r, c.key)
 	case p == "/v1/models":
 		if r.Method != http.MethodGet {
 			return g.methodNotAllowed(w, r, http.MethodGet)
@@ -269,25 +283,23 @@ func (g *Gateway) methodNotAllowed(w http.ResponseWriter, r *http.Request, allow
 	return failed(a)
 }
 
-// authorize reports whether r carries one of the keys, and the owner it makes r's: the key's
-// SHA-256 digest. Every key is compared, in constant time, on SHA-256 digests, so neither a key's
-// length nor how much of it matched shows in the timing. Without keys every request is the zero
-// owner's.
-func (g *Gateway) authorize(r *http.Request) (owner, bool) {
+// authorize reports whether r carries one of the keys (as Authorization: Bearer, or x-api-key
+// on /v1/messages), which one, and the owner it makes r's: the key's SHA-256 digest. Keys are
+// compared in constant time on SHA-256 digests (see keyring.match). Without keys every request
+// is the zero owner's.
+func (g *Gateway) authorize(r *http.Request) (owner, *Key, bool) {
 	if len(g.keys) == 0 {
-		return owner{}, true
+		return owner{}, nil, true
 	}
-	auth := r.Header.Get("Authorization")
-	scheme, tok, found := strings.Cut(auth, " ")
-	sum := sha256.Sum256([]byte(strings.TrimSpace(tok)))
-	match := 0
-	for i := range g.keys {
-		match |= subtle.ConstantTimeCompare(sum[:], g.keys[i][:])
+	sum, found := bearer(r)
+	if k := r.Header.Get("X-Api-Key"); !found && k != "" && strings.HasPrefix(r.URL.Path, "/v1/messages") {
+		sum, found = sha256.Sum256([]byte(k)), true
 	}
-	if !found || !strings.EqualFold(scheme, "Bearer") || match != 1 {
-		return owner{}, false
+	k := g.keys.match(sum)
+	if !found || k == nil {
+		return owner{}, nil, false
 	}
-	return owner(sum), true
+	return owner(sum), k, true
 }
 
 // ErrOpenWithoutKeys is returned by CheckAddr for a non-loopback address without client keys.

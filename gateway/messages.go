@@ -2,8 +2,6 @@ package gateway
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
 	"net/http"
 	"strconv"
@@ -26,7 +24,7 @@ func (g *Gateway) routeMessages(w http.ResponseWriter, r *http.Request, c call) 
 			return g.messageError(w, a)
 		}
 	}
-	if !c.authed && !g.keyAccepted(r.Header.Get("X-Api-Key")) {
+	if !c.authed {
 		return g.messageError(w, newAPIError(http.StatusUnauthorized, CodeInvalidAPIKey, "",
 			"missing or unknown API key: send x-api-key: <key> or Authorization: Bearer <key> with one of the gateway's keys"))
 	}
@@ -44,19 +42,6 @@ func (g *Gateway) routeMessages(w http.ResponseWriter, r *http.Request, c call) 
 		return g.messageError(w, newAPIError(http.StatusMethodNotAllowed, CodeMethod, "", "gateway: "+r.URL.Path+" takes POST, not "+r.Method))
 	}
 	return serve(w, r, c.id)
-}
-
-// keyAccepted reports whether k is one of the keys, compared as authorize does.
-func (g *Gateway) keyAccepted(k string) bool {
-	if k == "" {
-		return false
-	}
-	sum := sha256.Sum256([]byte(k))
-	match := 0
-	for i := range g.keys {
-		match |= subtle.ConstantTimeCompare(sum[:], g.keys[i][:])
-	}
-	return match == 1
 }
 
 // translateMessage reads and translates a /v1/messages (or count_tokens) body.
@@ -96,7 +81,7 @@ func (g *Gateway) createMessage(w http.ResponseWriter, r *http.Request, id strin
 		return o
 	}
 	var col anthropic.Collector
-	_, err := g.cl.Stream(ctx, tr.Body, hdr, func(ev []byte) error { col.Event(ev); return nil })
+	_, err := g.streamPool(ctx, tr.Body, hdr, func(ev []byte) error { col.Event(ev); return nil })
 	if !col.Done() {
 		if err == nil {
 			err = errors.New("the pool's stream ended without a terminal event")
