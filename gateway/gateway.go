@@ -39,6 +39,10 @@ type Config struct {
 	ClientKeys []Key
 	// Meter records each request's usage and enforces the keys' limits; nil: neither.
 	Meter Meter
+	// Quota is the pool's usage, sent as x-codex-primary-* / x-codex-secondary-* headers on
+	// generation replies and served by GET /backend-api/wham/usage and /api/codex/usage; nil:
+	// no headers, and those routes answer with no windows.
+	Quota QuotaSource
 	// Models are listed by GET /v1/models; default [DefaultModel]. Requests may name any model:
 	// the workers decide.
 	Models []string
@@ -216,9 +220,13 @@ func (g *Gateway) route(w http.ResponseWriter, r *http.Request, c call) outcome 
 	case "/readyz":
 		return g.readyz(w, r)
 	}
+	if p == "/backend-api/wham/usage" || p == "/api/codex/usage" {
+		return g.routeQuota(w, r, c)
+	}
 	if !strings.HasPrefix(p, "/v1/") {
 		return g.notFound(w, r)
 	}
+	g.sendQuota(w, r, c)
 	if p == "/v1/messages" || strings.HasPrefix(p, "/v1/messages/") {
 		return g.routeMessages(w, r, c) // Anthropic Messages: its own key header and error shape
 	}

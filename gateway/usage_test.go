@@ -24,8 +24,9 @@ import (
 // meteredPool is a real pool with JetStream: the simulator with two accounts, one worker using
 // both, and two gateways, each with its own usage store, sharing the keys below.
 type meteredPool struct {
-	sim  *codextest.Server
-	urls [2]string
+	sim    *codextest.Server
+	urls   [2]string
+	quotas [2]*gateway.QuotaPoller
 }
 
 var meterKeys = []gateway.Key{
@@ -43,8 +44,12 @@ func newMeteredPool(t *testing.T) *meteredPool {
 	}
 	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
 	ctx := ctxT(t, waitTimeout)
-	p := &meteredPool{sim: codextest.NewServer(codextest.Options{Words: words,
-		Accounts: []codextest.Account{{Name: "acct-a", Token: "tok-a"}, {Name: "acct-b", Token: "tok-b"}}})}
+	// Windows of 5 h and a week: each completed response uses 10% (a) or 5% (b) of both.
+	wins := func(budget int) []codextest.Window {
+		return []codextest.Window{{Length: 5 * time.Hour, Budget: budget}, {Length: 7 * 24 * time.Hour, Budget: budget}}
+	}
+	p := &meteredPool{sim: codextest.NewServer(codextest.Options{Words: words, Accounts: []codextest.Account{
+		{Name: "acct-a", Token: "tok-a", Windows: wins(10)}, {Name: "acct-b", Token: "tok-b", Windows: wins(20)}}})}
 	t.Cleanup(p.sim.Close)
 	w, err := worker.New(worker.Config{ID: "w1", URL: p.sim.URL,
 		Accounts: []worker.Account{{Name: "acct-a", Token: "tok-a"}, {Name: "acct-b", Token: "tok-b"}}}, worker.Options{})
@@ -57,7 +62,12 @@ func newMeteredPool(t *testing.T) *meteredPool {
 		t.Fatal(err)
 	}
 	t.Cleanup(wnc.Close)
-	svc, err := queue.NewService(wnc, queue.Config{WorkerID: "w1"}, w)
+	svc, err := queue.NewService(wnc, queue.Config{WorkerID: "w1", StatsData: func(st queue.Stats) any {
+		return struct {
+			queue.Stats
+			worker.StatsData
+		}{st, w.StatsData()}
+	}}, w)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,12 +77,12 @@ func newMeteredPool(t *testing.T) *meteredPool {
 		_ = svc.Shutdown(sctx)
 	})
 	for i := range p.urls {
-		p.urls[i] = startMeteredGateway(t, ctx, ns.ClientURL())
+		p.urls[i], p.quotas[i] = startMeteredGateway(t, ctx, ns.ClientURL())
 	}
 	return p
 }
 
-func startMeteredGateway(t *testing.T, ctx context.Context, url string) string {
+func startMeteredGateway(t *testing.T, ctx context.Context, url string) (string, *gateway.QuotaPoller) {
 	t.Helper()
 	nc, err := queue.Connect(ctx, url, "gateway", nil)
 	if err != nil {
@@ -92,10 +102,11 @@ func startMeteredGateway(t *testing.T, ctx context.Context, url string) string {
 		defer cancel()
 		_ = st.Close(cctx)
 	})
-	gw := gateway.New(client.New(nc, client.Options{}), nc, gateway.Config{ClientKeys: meterKeys, Meter: st})
+	quota := gateway.NewQuotaPoller(nc, time.Hour) // polled by the tests themselves
+	gw := gateway.New(client.New(nc, client.Options{}), nc, gateway.Config{ClientKeys: meterKeys, Meter: st, Quota: quota})
 	srv := httptest.NewServer(gw)
 	t.Cleanup(srv.Close)
-	return srv.URL
+	return srv.URL, quota
 }
 
 // send posts body to base+path with the secret as a Bearer key.

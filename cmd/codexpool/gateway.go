@@ -214,6 +214,7 @@ type gatewayMain struct {
 	keys       []string
 	clientKeys []gateway.Key     // the keys file's
 	usage      *usagestore.Store // nil: accounting off
+	quota      *gateway.QuotaPoller
 	log        *slog.Logger
 	getenv     func(string) string
 
@@ -245,7 +246,7 @@ func newGatewayMain(e env, cfg gatewayConfig, keys []string) (*gatewayMain, erro
 // Run starts the gateway; it serves when Run returns nil, until Close or until Serve fails
 // (served).
 func (m *gatewayMain) Run(ctx context.Context) error {
-	for _, step := range []func(context.Context) (func(), error){m.connect, m.openUsage, m.listen, m.serve} {
+	for _, step := range []func(context.Context) (func(), error){m.connect, m.openUsage, m.pollQuota, m.listen, m.serve} {
 		undo, err := step(ctx)
 		if err != nil {
 			m.undo()
@@ -332,6 +333,7 @@ func (m *gatewayMain) serve(context.Context) (func(), error) {
 		Keys:            m.keys,
 		ClientKeys:      m.clientKeys,
 		Meter:           m.meter(),
+		Quota:           m.quota,
 		Models:          cfg.models(),
 		ModelMap:        modelMap,
 		MaxBodyBytes:    cfg.MaxBodyBytes,
@@ -421,4 +423,14 @@ func (m *gatewayMain) meter() gateway.Meter {
 		return nil
 	}
 	return m.usage
+}
+
+// pollQuota keeps the pool's quota (the workers' account windows) for the x-codex-* headers and
+// the usage routes, asking every 5 s; the undo stops it and waits for it.
+func (m *gatewayMain) pollQuota(context.Context) (func(), error) {
+	m.quota = gateway.NewQuotaPoller(m.nc, gateway.DefaultQuotaEvery)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); m.quota.Run(ctx) }()
+	return func() { cancel(); <-done }, nil
 }
