@@ -38,7 +38,7 @@ type codexWindow struct {
 // shape the Codex CLI decodes, and put the x-codex-* headers on replies, with the pool's figures
 // (the mean over the accounts), not one account's.
 func TestPoolQuota(t *testing.T) {
-	p := newMeteredPool(t)
+	p := newMeteredPool(t, true)
 	// Before any poll: the routes answer, without windows.
 	if resp, b := send(t, p.urls[0], "sk-free", "GET", "/backend-api/wham/usage", ""); resp.StatusCode != 200 || !bytes.Contains(b, []byte(`"primary_window":null`)) {
 		t.Fatalf("before a poll: %d %s", resp.StatusCode, b)

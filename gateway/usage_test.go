@@ -24,6 +24,7 @@ import (
 // meteredPool is a real pool with JetStream: the simulator with two accounts, one worker using
 // both, and two gateways, each with its own usage store, sharing the keys below.
 type meteredPool struct {
+	nats   string // the NATS server's URL
 	sim    *codextest.Server
 	urls   [2]string
 	quotas [2]*gateway.QuotaPoller
@@ -34,9 +35,11 @@ var meterKeys = []gateway.Key{
 	{Name: "free", SHA256: sha256.Sum256([]byte("sk-free"))},
 	{Name: "admin", SHA256: sha256.Sum256([]byte("sk-admin")), Admin: true},
 	{Name: "narrow", SHA256: sha256.Sum256([]byte("sk-narrow")), Models: []string{"gpt-5.1-codex"}},
+	{Name: "metered", SHA256: sha256.Sum256([]byte("sk-metered")), Limits: gateway.Limits{RequestsPerMinute: 1 << 30, MaxConcurrent: 1 << 20}},
 }
 
-func newMeteredPool(t *testing.T) *meteredPool {
+// With windows, the accounts have 5 h and weekly windows with small budgets (for the quota).
+func newMeteredPool(t testing.TB, windows bool) *meteredPool {
 	t.Helper()
 	ns, err := queue.StartEmbedded("127.0.0.1:0", nil, queue.WithJetStream(t.TempDir()))
 	if err != nil {
@@ -46,6 +49,9 @@ func newMeteredPool(t *testing.T) *meteredPool {
 	ctx := ctxT(t, waitTimeout)
 	// Windows of 5 h and a week: each completed response uses 10% (a) or 5% (b) of both.
 	wins := func(budget int) []codextest.Window {
+		if !windows {
+			return nil
+		}
 		return []codextest.Window{{Length: 5 * time.Hour, Budget: budget}, {Length: 7 * 24 * time.Hour, Budget: budget}}
 	}
 	p := &meteredPool{sim: codextest.NewServer(codextest.Options{Words: words, Accounts: []codextest.Account{
@@ -76,13 +82,14 @@ func newMeteredPool(t *testing.T) *meteredPool {
 		defer cancel()
 		_ = svc.Shutdown(sctx)
 	})
+	p.nats = ns.ClientURL()
 	for i := range p.urls {
 		p.urls[i], p.quotas[i] = startMeteredGateway(t, ctx, ns.ClientURL())
 	}
 	return p
 }
 
-func startMeteredGateway(t *testing.T, ctx context.Context, url string) (string, *gateway.QuotaPoller) {
+func startMeteredGateway(t testing.TB, ctx context.Context, url string) (string, *gateway.QuotaPoller) {
 	t.Helper()
 	nc, err := queue.Connect(ctx, url, "gateway", nil)
 	if err != nil {
@@ -138,7 +145,7 @@ const (
 // TestKeyLimitAcrossGatewaysInEachShape: a key limited to 3 requests a minute gets 3, over two
 // gateways, then 429 with retry-after in each API's own error shape; other keys are unaffected.
 func TestKeyLimitAcrossGatewaysInEachShape(t *testing.T) {
-	p := newMeteredPool(t)
+	p := newMeteredPool(t, false)
 	for i := range 3 {
 		if resp, b := send(t, p.urls[i%2], "sk-limited", "POST", "/v1/responses", respBody); resp.StatusCode != 200 {
 			t.Fatalf("request %d: %d %s", i+1, resp.StatusCode, b)
@@ -184,7 +191,7 @@ func TestKeyLimitAcrossGatewaysInEachShape(t *testing.T) {
 
 // TestKeyModels: a key with a model list gets 403 for any other model.
 func TestKeyModels(t *testing.T) {
-	p := newMeteredPool(t)
+	p := newMeteredPool(t, false)
 	if resp, b := send(t, p.urls[0], "sk-narrow", "POST", "/v1/responses", respBody); resp.StatusCode != 200 {
 		t.Fatalf("allowed model: %d %s", resp.StatusCode, b)
 	}
@@ -197,7 +204,7 @@ func TestKeyModels(t *testing.T) {
 // TestUsageReport: what went through both gateways, one-shot and streamed, adds up per key and
 // per account in GET /v1/usage to what the origin counted; only an admin key may read it.
 func TestUsageReport(t *testing.T) {
-	p := newMeteredPool(t)
+	p := newMeteredPool(t, false)
 	for i, c := range []struct{ secret, path, body string }{
 		{"sk-free", "/v1/responses", respBody},
 		{"sk-free", "/v1/responses", streamBody},
