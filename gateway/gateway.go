@@ -188,6 +188,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		slog.Int("status", o.status), slog.String("code", string(o.code)),
 		slog.Duration("duration", time.Since(start)), slog.Bool("stream", o.stream),
 	}
+	if c.key != nil {
+		attrs = append(attrs, slog.String("key", c.key.Name)) // its name: never the secret
+	}
 	if o.err != "" {
 		attrs = append(attrs, slog.String("error", o.err))
 	}

@@ -347,7 +347,7 @@ func (m *gatewayMain) serve(context.Context) (func(), error) {
 	m.srv.ErrorLog = slog.NewLogLogger(m.log.Handler(), slog.LevelWarn)
 	go func() { m.served <- m.srv.Serve(m.ln) }()
 	m.log.Info("gateway listening", "addr", m.ln.Addr().String(), "nats", m.nc.ConnectedUrlRedacted(), "subject", cfg.Subject,
-		"auth", len(m.keys) > 0, "keys", len(m.keys), "models", cfg.models())
+		"auth", len(m.keys)+len(m.clientKeys) > 0, "keys", len(m.keys)+len(m.clientKeys), "usage", m.usage != nil, "models", cfg.models())
 	return nil, nil
 }
 
