@@ -23,8 +23,8 @@ import (
 // unevenly; once the gateway's quota shows them, `codex exec` runs, and the rate limits the CLI
 // recorded from the reply's x-codex-* headers (its session file's token_count events) must be
 // the pool's figures served by GET /backend-api/wham/usage. Every request the CLI made is
-// logged, to show what it asks the gateway for (0.169.0: GET /backend-api/wham/usage, then
-// POST /v1/responses), and must have been answered 200.
+// logged, to show what it asks the gateway for (0.169.0: POST /v1/responses, sometimes GET
+// /backend-api/wham/usage before it, fetched in the background), and must have been answered 200.
 func TestE2ECodexCLIPoolQuota(t *testing.T) {
 	codexBin := os.Getenv(codexCLIEnv)
 	if codexBin == "" {
