@@ -25,6 +25,10 @@
 //     gateway/anthropic (JSON or Anthropic SSE; keys as x-api-key or Bearer); count_tokens counts
 //     locally and asks the pool nothing.
 //   - GET /v1/models, GET /v1/models/{id}: Config.Models in the OpenAI list shape.
+//   - GET /v1/usage: the usage report of Config.Meter (per key or account and hour), to an admin
+//     key of Config.ClientKeys only (403 for others). Keys, limits and metering: docs/usage.md.
+//   - GET /backend-api/wham/usage, GET /api/codex/usage: the pool's quota (Config.Quota) in the
+//     origin's shape; POST replies under /v1/ carry it as x-codex-primary-* / x-codex-secondary-*.
 //   - GET /healthz (the process is up), GET /readyz (NATS connected and a worker answers the
 //     micro ping; the verdict is cached for Config.ReadyTTL). Neither needs a key.
 //
