@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"crypto/sha256"
-	"crypto/subtle"
 	"net/http"
 	"strings"
 
@@ -56,12 +55,7 @@ func (g *Gateway) dashboardKey(r *http.Request) bool {
 	if tok == "" {
 		return false
 	}
-	sum := sha256.Sum256([]byte(tok))
-	match := 0
-	for i := range g.keys {
-		match |= subtle.ConstantTimeCompare(sum[:], g.keys[i][:])
-	}
-	return match == 1
+	return g.keys.match(sha256.Sum256([]byte(tok))) != nil
 }
 
 // statusRecorder keeps the status a handler wrote, for the log line.

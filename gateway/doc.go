@@ -27,6 +27,10 @@
 //   - GET /v1/models, GET /v1/models/{id}: Config.Models in the OpenAI list shape, or in
 //     Anthropic's (with its keys and errors) to a caller that sends anthropic-version or x-api-key;
 //     there a single model is also found when Config.ModelMap names it.
+//   - GET /v1/usage: the usage report of Config.Meter (per key or account and hour), to an admin
+//     key of Config.ClientKeys only (403 for others). Keys, limits and metering: docs/usage.md.
+//   - GET /backend-api/wham/usage, GET /api/codex/usage: the pool's quota (Config.Quota) in the
+//     origin's shape; POST replies under /v1/ carry it as x-codex-primary-* / x-codex-secondary-*.
 //   - GET /healthz (the process is up), GET /readyz (NATS connected and a worker answers the
 //     micro ping; the verdict is cached for Config.ReadyTTL). Neither needs a key.
 //   - GET /dashboard, /dashboard/*: Config.Dashboard (package gateway/dashboard), to a key as

@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -35,6 +34,15 @@ type Config struct {
 	// Keys are the client keys accepted as "Authorization: Bearer <key>" on /v1/*. Empty means no
 	// authentication: then the gateway must listen on loopback only (see CheckAddr).
 	Keys []string
+	// ClientKeys are keys with names, limits and rights (the keys file, see ParseKeys),
+	// accepted next to Keys. Keys and ClientKeys both empty means no authentication.
+	ClientKeys []Key
+	// Meter records each request's usage and enforces the keys' limits; nil: neither.
+	Meter Meter
+	// Quota is the pool's usage, sent as x-codex-primary-* / x-codex-secondary-* headers on
+	// generation replies and served by GET /backend-api/wham/usage and /api/codex/usage; nil:
+	// no headers, and those routes answer with no windows.
+	Quota QuotaSource
 	// Models are listed by GET /v1/models; default [DefaultModel]. Requests may name any model:
 	// the workers decide.
 	Models []string
@@ -90,7 +98,7 @@ type Gateway struct {
 	nc   *nats.Conn
 	cfg  Config
 	log  *slog.Logger
-	keys [][sha256.Size]byte
+	keys keyring
 
 	models []byte // the GET /v1/models body
 	ready  readiness
@@ -134,8 +142,9 @@ func New(cl *client.Client, nc *nats.Conn, cfg Config) *Gateway {
 	}
 	g := &Gateway{cl: cl, nc: nc, cfg: cfg, log: cfg.Logger.With("component", "gateway")}
 	for _, k := range cfg.Keys {
-		g.keys = append(g.keys, sha256.Sum256([]byte(k)))
+		g.keys = append(g.keys, plainKey(k))
 	}
+	g.keys = append(g.keys, cfg.ClientKeys...)
 	g.models = modelList(cfg.Models)
 	return g
 }
@@ -166,6 +175,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// client's request, and a disconnect cancels the request by its id.
 	c := g.identify(r)
 	w.Header().Set("X-Request-Id", c.id)
+	if g.cfg.Meter != nil {
+		r = r.WithContext(g.metered(r.Context(), c.key))
+	}
 	o := g.route(w, r, c)
 	if r.Context().Err() != nil && o.code != "ok" {
 		o.status, o.code = StatusClientClosed, CodeClientClosed
@@ -184,6 +196,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		slog.Int("status", o.status), slog.String("code", string(o.code)),
 		slog.Duration("duration", time.Since(start)), slog.Bool("stream", o.stream),
 	}
+	if c.key != nil {
+		attrs = append(attrs, slog.String("key", c.key.Name)) // its name: never the secret
+	}
 	if o.err != "" {
 		attrs = append(attrs, slog.String("error", o.err))
 	}
@@ -199,12 +214,13 @@ type call struct {
 	id     string
 	owner  owner
 	authed bool // a key the gateway accepts, or a gateway without keys
+	key    *Key // the key that matched; nil without keys
 }
 
 // identify authenticates r and makes its request id, which carries the owner (see owner.go).
 func (g *Gateway) identify(r *http.Request) call {
-	o, authed := g.authorize(r)
-	return call{id: newRequestID(o), owner: o, authed: authed}
+	o, k, authed := g.authorize(r)
+	return call{id: newRequestID(o), owner: o, authed: authed, key: k}
 }
 
 func (g *Gateway) route(w http.ResponseWriter, r *http.Request, c call) outcome {
@@ -218,9 +234,13 @@ func (g *Gateway) route(w http.ResponseWriter, r *http.Request, c call) outcome 
 	if p == "/dashboard" || strings.HasPrefix(p, "/dashboard/") {
 		return g.dashboard(w, r)
 	}
+	if p == "/backend-api/wham/usage" || p == "/api/codex/usage" {
+		return g.routeQuota(w, r, c)
+	}
 	if !strings.HasPrefix(p, "/v1/") {
 		return g.notFound(w, r)
 	}
+	g.sendQuota(w, r, c)
 	if p == "/v1/messages" || strings.HasPrefix(p, "/v1/messages/") {
 		return g.routeMessages(w, r, c) // Anthropic Messages: its own key header and error shape
 	}
@@ -255,6 +275,11 @@ func (g *Gateway) route(w http.ResponseWriter, r *http.Request, c call) outcome 
 			return g.methodNotAllowed(w, r, http.MethodPost)
 		}
 		return g.chatCompletions(w, r, c.id)
+	case p == "/v1/usage":
+		if r.Method != http.MethodGet {
+			return g.methodNotAllowed(w, r, http.MethodGet)
+		}
+		return g.getUsage(w, r, c.key)
 	case p == "/v1/models":
 		if r.Method != http.MethodGet {
 			return g.methodNotAllowed(w, r, http.MethodGet)
@@ -283,25 +308,28 @@ func (g *Gateway) methodNotAllowed(w http.ResponseWriter, r *http.Request, allow
 	return failed(a)
 }
 
-// authorize reports whether r carries one of the keys, and the owner it makes r's: the key's
-// SHA-256 digest. Every key is compared, in constant time, on SHA-256 digests, so neither a key's
-// length nor how much of it matched shows in the timing. Without keys every request is the zero
-// owner's.
-func (g *Gateway) authorize(r *http.Request) (owner, bool) {
+// authorize reports whether r carries one of the keys (as Authorization: Bearer, or x-api-key
+// on /v1/messages), which one, and the owner it makes r's: the key's SHA-256 digest. Keys are
+// compared in constant time on SHA-256 digests (see keyring.match). Without keys every request
+// is the zero owner's.
+func (g *Gateway) authorize(r *http.Request) (owner, *Key, bool) {
 	if len(g.keys) == 0 {
-		return owner{}, true
+		return owner{}, nil, true
 	}
-	auth := r.Header.Get("Authorization")
-	scheme, tok, found := strings.Cut(auth, " ")
-	sum := sha256.Sum256([]byte(strings.TrimSpace(tok)))
-	match := 0
-	for i := range g.keys {
-		match |= subtle.ConstantTimeCompare(sum[:], g.keys[i][:])
+	sum, found := bearer(r)
+	if k := r.Header.Get("X-Api-Key"); !found && k != "" && anthropicPath(r.URL.Path) {
+		sum, found = sha256.Sum256([]byte(k)), true
 	}
-	if !found || !strings.EqualFold(scheme, "Bearer") || match != 1 {
-		return owner{}, false
+	k := g.keys.match(sum)
+	if !found || k == nil {
+		return owner{}, nil, false
 	}
-	return owner(sum), true
+	return owner(sum), k, true
+}
+
+// anthropicPath reports whether an Anthropic client may send its key as x-api-key on path.
+func anthropicPath(p string) bool {
+	return strings.HasPrefix(p, "/v1/messages") || p == "/v1/models" || strings.HasPrefix(p, "/v1/models/")
 }
 
 // ErrOpenWithoutKeys is returned by CheckAddr for a non-loopback address without client keys.

@@ -2,8 +2,6 @@ package gateway
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -42,29 +40,16 @@ func (g *Gateway) routeMessages(w http.ResponseWriter, r *http.Request, c call) 
 }
 
 // anthropicAuth applies the keys and local-only rules to an Anthropic client's request, whose
-// key may come as x-api-key; nil lets it through.
+// key may come as x-api-key (authorize reads it there); nil lets it through.
 func (g *Gateway) anthropicAuth(r *http.Request, c call) *apiError {
 	if len(g.keys) == 0 {
 		return localOnly(r)
 	}
-	if !c.authed && !g.keyAccepted(r.Header.Get("X-Api-Key")) {
+	if !c.authed {
 		return newAPIError(http.StatusUnauthorized, CodeInvalidAPIKey, "",
 			"missing or unknown API key: send x-api-key: <key> or Authorization: Bearer <key> with one of the gateway's keys")
 	}
 	return nil
-}
-
-// keyAccepted reports whether k is one of the keys, compared as authorize does.
-func (g *Gateway) keyAccepted(k string) bool {
-	if k == "" {
-		return false
-	}
-	sum := sha256.Sum256([]byte(k))
-	match := 0
-	for i := range g.keys {
-		match |= subtle.ConstantTimeCompare(sum[:], g.keys[i][:])
-	}
-	return match == 1
 }
 
 // translateMessage reads and translates a /v1/messages (or count_tokens) body.
@@ -108,7 +93,7 @@ func (g *Gateway) createMessage(w http.ResponseWriter, r *http.Request, id strin
 		return o
 	}
 	var col anthropic.Collector
-	_, err := g.cl.Stream(ctx, tr.Body, hdr, func(ev []byte) error { col.Event(ev); return nil })
+	_, err := g.streamPool(ctx, tr.Body, hdr, func(ev []byte) error { col.Event(ev); return nil })
 	if !col.Done() {
 		if err == nil {
 			err = errors.New("the pool's stream ended without a terminal event")

@@ -123,7 +123,7 @@ func normalize(raw []byte) request {
 
 // oneShot answers a request without "stream": true with the pool's one reply.
 func (g *Gateway) oneShot(ctx context.Context, w http.ResponseWriter, req request, hdr nats.Header) outcome {
-	reply, err := g.cl.Generate(ctx, req.body, hdr)
+	reply, err := g.generate(ctx, req.body, hdr)
 	if err != nil {
 		a := g.poolError(ctx, err)
 		a.write(w)
@@ -174,7 +174,7 @@ func (g *Gateway) poolStream(ctx context.Context, body []byte, hdr nats.Header) 
 	evs := make(chan []byte)
 	done := make(chan error, 1)
 	go func() {
-		_, err := g.cl.Stream(sctx, body, hdr, func(ev []byte) error {
+		_, err := g.streamPool(sctx, body, hdr, func(ev []byte) error {
 			select {
 			case evs <- ev:
 				return nil

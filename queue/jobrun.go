@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -91,7 +92,7 @@ func (c *jobConsumer) open(msg jetstream.Msg) (*job, bool) {
 	}
 	requestID := cmp.Or(hdr.Get(schemas.HeaderRequestID), id)
 	j.in = c.s.admit(admission{reply: hdr.Get(schemas.HeaderReplyTo), replyOptional: true, hdr: hdr, data: msg.Data()})
-	j.t = target{reply: j.in.reply, id: requestID, job: id}
+	j.t = target{reply: j.in.reply, id: requestID, job: id, acct: new(atomic.Pointer[string])}
 	if !schemas.ValidJobID(id) {
 		// Not a valid KV key: there is nowhere to put a result.
 		e := schemas.Errorf(schemas.CodeInvalidRequest, "job id %q must match [A-Za-z0-9_=-]{1,128}", truncateID(id))

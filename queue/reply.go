@@ -6,6 +6,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -25,6 +26,16 @@ type target struct {
 	reply string
 	id    string // Codex-Request-Id
 	job   string // Codex-Job-Id; "" for codex.generate requests
+	// acct is the account serving the generation (Codex-Account), as the Generator notes it.
+	acct *atomic.Pointer[string]
+}
+
+// withAccount returns ctx with the account note that fills t.acct.
+func (t target) withAccount(ctx context.Context) context.Context {
+	if t.acct == nil {
+		return ctx
+	}
+	return schemas.WithAccountNote(ctx, func(name string) { t.acct.Store(&name) })
 }
 
 // header returns the headers every message to t carries.
@@ -35,6 +46,11 @@ func (s *Service) header(t target) nats.Header {
 	}
 	if t.job != "" {
 		h.Set(schemas.HeaderJobID, t.job)
+	}
+	if t.acct != nil {
+		if a := t.acct.Load(); a != nil {
+			h.Set(schemas.HeaderAccount, *a)
+		}
 	}
 	return h
 }
@@ -63,7 +79,7 @@ func (s *Service) run(r *schemas.Request, reply string, deadline, received time.
 	defer cancel()
 	ctx, done := s.cancellable(ctx, r.ID)
 	defer done()
-	t := target{reply: reply, id: r.ID}
+	t := target{reply: reply, id: r.ID, acct: new(atomic.Pointer[string])}
 	o := s.fitPayload(s.execute(ctx, r, t, r.Stream, false))
 	s.finish(r, o, received)
 	s.slots.release() // free before the last message, so whoever got the reply sees a free slot
@@ -75,6 +91,7 @@ func (s *Service) run(r *schemas.Request, reply string, deadline, received time.
 func (s *Service) execute(ctx context.Context, r *schemas.Request, t target, streamed, capture bool) outcome {
 	s.st.started.Add(1)
 	s.st.inflight.Add(1)
+	ctx = t.withAccount(ctx)
 	var o outcome
 	if streamed {
 		st := &stream{s: s, t: t, capture: capture}

@@ -6,6 +6,7 @@ const (
 	HeaderRequestID = "Codex-Request-Id" // request and reply: correlation id
 	HeaderWorker    = "Codex-Worker"     // reply: id of the worker that answered
 	HeaderSeq       = "Codex-Seq"        // streamed reply: 1, 2, 3, ...
+	HeaderAccount   = "Codex-Account"    // reply: name of the worker's account that served it
 	// HeaderHops counts how often a worker handed a request back to the queue group
 	// because it was full or shutting down (see queue).
 	HeaderHops = "Codex-Hops"

@@ -108,6 +108,9 @@ func (g *generation) hold(ctx context.Context) error {
 func (g *generation) run(ctx context.Context, a *account) error {
 	g.tried = append(g.tried, a)
 	g.try = attempt{}
+	if g.w.policy.name {
+		schemas.NoteAccount(ctx, a.name)
+	}
 	res, err := a.codex.Generate(ctx, g.frame, g.onEvent)
 	if g.try.events == 0 {
 		g.w.router.started(a) // it never got that far

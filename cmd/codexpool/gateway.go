@@ -8,16 +8,20 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/codexpool/codexpool/gateway"
 	"github.com/codexpool/codexpool/gateway/anthropic"
 	"github.com/codexpool/codexpool/gateway/dashboard"
 	"github.com/codexpool/codexpool/internal/config"
+	usagestore "github.com/codexpool/codexpool/internal/usage"
 	"github.com/codexpool/codexpool/queue"
 	"github.com/codexpool/codexpool/queue/client"
 	"github.com/codexpool/codexpool/schemas"
@@ -42,6 +46,8 @@ type gatewayConfig struct {
 	PoolConfig
 	Addr           string        `env:"GATEWAY_ADDR" key:"gateway.addr" desc:"where the gateway listens (host:port); without keys only a loopback address is accepted"`
 	Keys           string        `env:"GATEWAY_KEYS" key:"gateway.keys" secret:"true" desc:"client keys (Authorization: Bearer <key>), comma-separated, or @/path/to/file with one key per line; empty = no authentication, loopback only"`
+	KeysFile       string        `env:"GATEWAY_KEYS_FILE" key:"gateway.keys_file" desc:"keys file (YAML or JSON): named client keys with per-key limits (requests per minute, tokens per 5h/day/week, concurrent requests, models) and admin rights, next to GATEWAY_KEYS (those are unlimited, not admin); see docs/usage.md"`
+	Usage          bool          `env:"GATEWAY_USAGE" key:"gateway.usage" desc:"record each request's usage (per key and account, in the JetStream stream CODEXPOOL_USAGE) and enforce the keys file's limits across gateways; needs JetStream (without it, off, and a keys file with limits is refused)"`
 	Models         string        `env:"GATEWAY_MODELS" key:"gateway.models" desc:"models GET /v1/models lists, comma-separated (requests may name any: the workers decide)"`
 	ModelMap       string        `env:"GATEWAY_MODEL_MAP" key:"gateway.model_map" desc:"maps /v1/messages model names not in GATEWAY_MODELS (e.g. claude-*) to pool models: pattern=model,... (path.Match patterns, first match wins); unmatched names get the workers' default model"`
 	MaxBodyBytes   int64         `env:"GATEWAY_MAX_BODY_BYTES" key:"gateway.max_body_bytes" desc:"largest request body, 413 above it; 0 = the NATS server's max payload"`
@@ -56,7 +62,7 @@ type gatewayConfig struct {
 
 // defaultGatewayConfig returns the documented defaults of `codexpool gateway`.
 func defaultGatewayConfig() gatewayConfig {
-	return gatewayConfig{PoolConfig: defaultPoolConfig(), Addr: "127.0.0.1:8080", Models: "gpt-5.1-codex",
+	return gatewayConfig{PoolConfig: defaultPoolConfig(), Addr: "127.0.0.1:8080", Models: "gpt-5.1-codex", Usage: true,
 		KeepAlive: 15 * time.Second, RequestTimeout: 10 * time.Minute, ShutdownGrace: 30 * time.Second,
 		WriteTimeout: gateway.DefaultWriteTimeout, Unavailable: gateway.DefaultUnavailableWait,
 		LogLevel: "info", LogFormat: "auto"}
@@ -117,13 +123,25 @@ func (c gatewayConfig) check() ([]string, error) {
 	if err != nil {
 		return nil, bad("GATEWAY_KEYS", "%v", err)
 	}
-	if err := gateway.CheckAddr(c.Addr, keys); errors.Is(err, gateway.ErrOpenWithoutKeys) {
+	fileKeys, err := c.clientKeys()
+	if err != nil {
+		return nil, err
+	}
+	if err := gateway.CheckAddr(c.Addr, keys); errors.Is(err, gateway.ErrOpenWithoutKeys) && len(fileKeys) == 0 {
 		return nil, fmt.Errorf("gateway: %s_GATEWAY_ADDR=%s is not a loopback address and %s_GATEWAY_KEYS is empty: "+
 			"set client keys to listen beyond this machine, or listen on 127.0.0.1", envPrefix, c.Addr, envPrefix)
-	} else if err != nil {
+	} else if err != nil && !errors.Is(err, gateway.ErrOpenWithoutKeys) {
 		return nil, bad("GATEWAY_ADDR", "%v", err)
 	}
 	return keys, nil
+}
+
+// clientKeys reads GATEWAY_KEYS_FILE; none when it is not set.
+func (c gatewayConfig) clientKeys() ([]gateway.Key, error) {
+	if c.KeysFile == "" {
+		return nil, nil
+	}
+	return gateway.LoadKeys(c.KeysFile)
 }
 
 func (c gatewayConfig) models() []string {
@@ -198,10 +216,13 @@ func runGateway(ctx context.Context, e env, args []string) error {
 // gatewayMain is one `codexpool gateway` process. Run connects to NATS, listens and serves, each
 // step returning its undo; Close holds the shutdown order.
 type gatewayMain struct {
-	cfg    gatewayConfig
-	keys   []string
-	log    *slog.Logger
-	getenv func(string) string
+	cfg        gatewayConfig
+	keys       []string
+	clientKeys []gateway.Key     // the keys file's
+	usage      *usagestore.Store // nil: accounting off
+	quota      *gateway.QuotaPoller
+	log        *slog.Logger
+	getenv     func(string) string
 
 	nc     *nats.Conn
 	ln     net.Listener
@@ -221,13 +242,17 @@ func newGatewayMain(e env, cfg gatewayConfig, keys []string) (*gatewayMain, erro
 	if _, err := cfg.security().Options(); err != nil { // the security files, checked before anything starts
 		return nil, err
 	}
-	return &gatewayMain{cfg: cfg, keys: keys, log: log, getenv: e.getenv, served: make(chan error, 1)}, nil
+	clientKeys, err := cfg.clientKeys()
+	if err != nil {
+		return nil, err
+	}
+	return &gatewayMain{cfg: cfg, keys: keys, clientKeys: clientKeys, log: log, getenv: e.getenv, served: make(chan error, 1)}, nil
 }
 
 // Run starts the gateway; it serves when Run returns nil, until Close or until Serve fails
 // (served).
 func (m *gatewayMain) Run(ctx context.Context) error {
-	for _, step := range []func(context.Context) (func(), error){m.connect, m.listen, m.serve} {
+	for _, step := range []func(context.Context) (func(), error){m.connect, m.openUsage, m.pollQuota, m.listen, m.serve} {
 		undo, err := step(ctx)
 		if err != nil {
 			m.undo()
@@ -309,11 +334,14 @@ func (m *gatewayMain) serve(context.Context) (func(), error) {
 		jobs = gatewayJobs{cl}
 	}
 	modelMap, _ := anthropic.ParseModelMap(cfg.ModelMap) // vetted by check
-	dash := dashboard.New(m.nc, dashboard.Config{JobsStream: cfg.JobsStream, Logger: m.log})
+	dash := dashboard.New(m.nc, dashboard.Config{JobsStream: cfg.JobsStream, Logger: m.log, Usage: dashboardUsage(m.usage)})
 	g := gateway.New(cl, m.nc, gateway.Config{
 		Dashboard:       dash,
 		Jobs:            jobs,
 		Keys:            m.keys,
+		ClientKeys:      m.clientKeys,
+		Meter:           m.meter(),
+		Quota:           m.quota,
 		Models:          cfg.models(),
 		ModelMap:        modelMap,
 		MaxBodyBytes:    cfg.MaxBodyBytes,
@@ -327,8 +355,46 @@ func (m *gatewayMain) serve(context.Context) (func(), error) {
 	m.srv.ErrorLog = slog.NewLogLogger(m.log.Handler(), slog.LevelWarn)
 	go func() { m.served <- m.srv.Serve(m.ln) }()
 	m.log.Info("gateway listening", "addr", m.ln.Addr().String(), "nats", m.nc.ConnectedUrlRedacted(), "subject", cfg.Subject,
-		"auth", len(m.keys) > 0, "keys", len(m.keys), "models", cfg.models())
+		"auth", len(m.keys)+len(m.clientKeys) > 0, "keys", len(m.keys)+len(m.clientKeys), "usage", m.usage != nil, "models", cfg.models())
 	return runDashboard(dash), nil
+}
+
+// dashboardUsageEvery is how often the dashboard's usage panel asks the usage stream again: a
+// query reads the last day's records, too much work for every sample.
+const dashboardUsageEvery = 10 * time.Second
+
+// dashboardUsage feeds the dashboard's usage panel: each key's totals over the last 24 hours,
+// asked of st at most every dashboardUsageEvery. nil when accounting is off.
+func dashboardUsage(st *usagestore.Store) func(context.Context) (any, error) {
+	if st == nil {
+		return nil
+	}
+	var (
+		mu    sync.Mutex
+		asked time.Time
+		rows  []usageRow
+		err   error
+	)
+	return func(ctx context.Context) (any, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !asked.IsZero() && time.Since(asked) < dashboardUsageEvery {
+			return rows, err
+		}
+		var rep usagestore.Report
+		rep, err = st.Query(ctx, time.Now().Add(-24*time.Hour), usagestore.ByKey)
+		asked, rows = time.Now(), make([]usageRow, 0, len(rep.Rows))
+		for _, r := range rep.Rows {
+			rows = append(rows, usageRow{Key: r.Name, Totals: r.Totals})
+		}
+		return rows, err
+	}
+}
+
+// usageRow is one line of the dashboard's usage table: a key's totals.
+type usageRow struct {
+	Key string `json:"key (24 h)"`
+	usagestore.Totals
 }
 
 // runDashboard samples the fleet for the dashboard until the returned stop, which waits for it.
@@ -367,4 +433,58 @@ func (j gatewayJobs) Result(ctx context.Context, id string) ([]byte, bool, error
 func gatewayJobID(id string) bool {
 	rest, ok := strings.CutPrefix(id, "gw-")
 	return ok && uuid.Validate(rest) == nil
+}
+
+// openUsage opens the usage store when GATEWAY_USAGE is on and the server has JetStream. A keys
+// file with limits needs it: without JetStream they could not hold across gateways.
+func (m *gatewayMain) openUsage(ctx context.Context) (func(), error) {
+	limited := slices.ContainsFunc(m.clientKeys, func(k gateway.Key) bool { return k.Limits != (gateway.Limits{}) })
+	on, _ := m.nc.ConnectedServerJetStream()
+	switch {
+	case !m.cfg.Usage && limited:
+		return nil, fmt.Errorf("gateway: %s_GATEWAY_KEYS_FILE sets limits, which need %s_GATEWAY_USAGE=true", envPrefix, envPrefix)
+	case !m.cfg.Usage:
+		return nil, nil
+	case !on && limited:
+		return nil, fmt.Errorf("gateway: %s_GATEWAY_KEYS_FILE sets limits, which need JetStream on the NATS server (it has none)", envPrefix)
+	case !on:
+		m.log.Warn("usage accounting off: the NATS server has no JetStream")
+		return nil, nil
+	}
+	js, err := jetstream.New(m.nc)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: usage: %w", err)
+	}
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	st, err := usagestore.Open(sctx, js, usagestore.Config{})
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	m.usage = st
+	return func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := st.Close(cctx); err != nil {
+			m.log.Warn("usage records", "error", err)
+		}
+	}, nil
+}
+
+// meter is the gateway's Meter: the usage store, or nil when accounting is off.
+func (m *gatewayMain) meter() gateway.Meter {
+	if m.usage == nil {
+		return nil
+	}
+	return m.usage
+}
+
+// pollQuota keeps the pool's quota (the workers' account windows) for the x-codex-* headers and
+// the usage routes, asking every 5 s; the undo stops it and waits for it.
+func (m *gatewayMain) pollQuota(context.Context) (func(), error) {
+	m.quota = gateway.NewQuotaPoller(m.nc, gateway.DefaultQuotaEvery)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); m.quota.Run(ctx) }()
+	return func() { cancel(); <-done }, nil
 }

@@ -48,6 +48,7 @@ Commands:
   demo     one command, no account: embedded NATS, simulator, 2 workers, a burst, a table
   batch    submit every line of a JSONL file as a durable job and write the results (resumable)
   jobs     the durable jobs backlog: pending, in progress, redelivered, finished, failed
+  usage    requests and tokens per client key or account, per hour (from the gateways' records)
   gateway  serve the OpenAI and Anthropic APIs over HTTP in front of the pool (SDKs, Codex CLI, Claude Code)
   config   print the effective settings, each with its source (--example: a sample codexpool.yaml)
   version  print the version
@@ -96,6 +97,8 @@ func (e env) run(ctx context.Context, args []string) error {
 		err = runBatch(ctx, e, rest)
 	case "jobs":
 		err = runJobs(ctx, e, rest)
+	case "usage":
+		err = runUsage(ctx, e, rest)
 	case "gateway":
 		err = runGateway(ctx, e, rest)
 	case "config":
@@ -127,7 +130,7 @@ type flags struct {
 }
 
 // settingsCommands are the subcommands that read settings: their flag sets have --config.
-var settingsCommands = []string{"worker", "gateway", "ask", "batch", "jobs", "config"}
+var settingsCommands = []string{"worker", "gateway", "ask", "batch", "jobs", "usage", "config"}
 
 // newFlags returns a flag set that reports errors instead of exiting. Its help is a synopsis,
 // the flags and an optional trailer.

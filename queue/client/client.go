@@ -64,6 +64,7 @@ type Reply struct {
 	OutputText string          // the response's output_text
 	RequestID  string          // Codex-Request-Id the worker answered with
 	Worker     string          // Codex-Worker: the worker that answered
+	Account    string          // Codex-Account: the worker's account that served it, when it says
 }
 
 // New returns a Client that sends requests over nc.
@@ -120,7 +121,8 @@ func (c *Client) Generate(ctx context.Context, req []byte, hdr nats.Header) (*Re
 			}
 			return nil, e
 		}
-		r := &Reply{Response: resp.Data, RequestID: resp.Header.Get(schemas.HeaderRequestID), Worker: resp.Header.Get(schemas.HeaderWorker)}
+		r := &Reply{Response: resp.Data, RequestID: resp.Header.Get(schemas.HeaderRequestID), Worker: resp.Header.Get(schemas.HeaderWorker),
+			Account: resp.Header.Get(schemas.HeaderAccount)}
 		r.OutputText = outputText(resp.Data)
 		return r, nil
 	}
@@ -201,6 +203,9 @@ func (c *Client) streamOnce(ctx context.Context, body []byte, hdr nats.Header, f
 		if seq == 1 {
 			r.RequestID = msg.Header.Get(schemas.HeaderRequestID)
 			r.Worker = msg.Header.Get(schemas.HeaderWorker)
+		}
+		if a := msg.Header.Get(schemas.HeaderAccount); a != "" {
+			r.Account = a
 		}
 		if raw, ok := schemas.CompletedResponse(msg.Data); ok {
 			resp, err := schemas.WithOutputText(raw)

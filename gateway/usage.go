@@ -1,0 +1,207 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/codexpool/codexpool/internal/usage"
+	"github.com/codexpool/codexpool/queue/client"
+	"github.com/codexpool/codexpool/schemas"
+	"github.com/codexpool/codexpool/schemas/jsonobj"
+)
+
+// Meter is what the gateway needs of the usage store (*usage.Store is one): admission under a
+// key's limits, one record per finished pool request, and the report of GET /v1/usage.
+type Meter interface {
+	Admit(ctx context.Context, key string, lim usage.Limits) (release func(), err error)
+	Record(usage.Record)
+	Query(ctx context.Context, since time.Time, by string) (usage.Report, error)
+}
+
+// Codes of the gateway's own limits.
+const (
+	// CodeRateLimitExceeded (429): the client key is over one of its limits (OpenAI's code).
+	CodeRateLimitExceeded schemas.Code = "rate_limit_exceeded"
+	// CodeModelNotAllowed (403): the client key may not request this model.
+	CodeModelNotAllowed schemas.Code = "model_not_allowed"
+	// CodeForbidden (403): the key may not use this route (GET /v1/usage without admin).
+	CodeForbidden schemas.Code = "forbidden"
+)
+
+// tallyKey is the context key of a request's *tally.
+type tallyKey struct{}
+
+// tally is one request's metering: its key, and the record of its pool request.
+type tally struct {
+	key *Key
+}
+
+// metered returns ctx carrying the request's tally, when the gateway meters.
+func (g *Gateway) metered(ctx context.Context, k *Key) context.Context {
+	if g.cfg.Meter == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, tallyKey{}, &tally{key: k})
+}
+
+// admit checks the request's key against its model list and limits before body goes to the
+// pool: the release func to call when it ends, or the error the client gets.
+func (g *Gateway) admit(ctx context.Context, body []byte) (*tally, usage.Record, func(), error) {
+	t, _ := ctx.Value(tallyKey{}).(*tally)
+	if t == nil {
+		return nil, usage.Record{}, nil, nil
+	}
+	rec := usage.Record{Model: modelOf(body)}
+	if t.key == nil {
+		return t, rec, func() {}, nil
+	}
+	rec.Key = t.key.Name
+	if !t.key.AllowsModel(rec.Model) {
+		return nil, rec, nil, &schemas.Error{Status: http.StatusForbidden, Code: CodeModelNotAllowed,
+			Message: "the key " + t.key.Name + " may not use the model " + rec.Model}
+	}
+	release, err := g.cfg.Meter.Admit(ctx, t.key.Name, t.key.Limits)
+	var le *usage.LimitError
+	switch {
+	case errors.As(err, &le):
+		return nil, rec, nil, &schemas.Error{Status: http.StatusTooManyRequests, Code: CodeRateLimitExceeded,
+			Message: "the key " + t.key.Name + " is over its limit " + le.Limit, RetryAfter: le.RetryAfter}
+	case err != nil:
+		g.log.Warn("limit state unavailable", "key", t.key.Name, "error", err)
+		return nil, rec, nil, &schemas.Error{Status: http.StatusServiceUnavailable, Code: schemas.CodeUnavailable,
+			Message: "the gateway cannot reach its limit state in JetStream", RetryAfter: time.Second}
+	}
+	return t, rec, release, nil
+}
+
+// modelOf reads a request body's model.
+func modelOf(body []byte) string {
+	ms, _ := jsonobj.Members(body)
+	v, found := jsonobj.Field(body, ms, "model")
+	var m string
+	if found {
+		_ = json.Unmarshal(v, &m)
+	}
+	return m
+}
+
+// generate is cl.Generate, admitted and metered.
+func (g *Gateway) generate(ctx context.Context, body []byte, hdr nats.Header) (*client.Reply, error) {
+	t, rec, release, err := g.admit(ctx, body)
+	if err != nil {
+		return nil, err
+	}
+	reply, err := g.cl.Generate(ctx, body, hdr)
+	if t != nil {
+		release()
+		if reply != nil {
+			tokensOf(&rec, reply.Response)
+			rec.Account = reply.Account
+		}
+		g.record(rec, err)
+	}
+	return reply, err
+}
+
+// streamPool is cl.Stream, admitted and metered: the tokens come from the terminal event
+// (response.completed, or response.incomplete and response.failed, which report them too).
+func (g *Gateway) streamPool(ctx context.Context, body []byte, hdr nats.Header, fn func([]byte) error) (*client.Reply, error) {
+	t, rec, release, err := g.admit(ctx, body)
+	if err != nil {
+		return nil, err
+	}
+	if t == nil {
+		return g.cl.Stream(ctx, body, hdr, fn)
+	}
+	defer release()
+	reply, err := g.cl.Stream(ctx, body, hdr, func(ev []byte) error {
+		switch fastType(ev) {
+		case "response.completed", "response.incomplete", "response.failed":
+			var e struct {
+				Response json.RawMessage `json:"response"`
+			}
+			if json.Unmarshal(ev, &e) == nil {
+				tokensOf(&rec, e.Response)
+			}
+		}
+		return fn(ev)
+	})
+	if reply != nil {
+		rec.Account = reply.Account
+	}
+	g.record(rec, err)
+	return reply, err
+}
+
+// record completes rec with how the request ended and hands it to the meter.
+func (g *Gateway) record(rec usage.Record, err error) {
+	if err != nil {
+		rec.Error = string(fromPool(err, 0, 0).Code)
+		if e, ok := schemas.AsError(err); ok && rec.Account == "" {
+			rec.Account = e.Account
+		}
+	}
+	g.cfg.Meter.Record(rec)
+}
+
+// tokensOf reads the usage of a response object into rec.
+func tokensOf(rec *usage.Record, response []byte) {
+	var r struct {
+		Usage struct {
+			Input  int64 `json:"input_tokens"`
+			Output int64 `json:"output_tokens"`
+			In     struct {
+				Cached int64 `json:"cached_tokens"`
+			} `json:"input_tokens_details"`
+			Out struct {
+				Reasoning int64 `json:"reasoning_tokens"`
+			} `json:"output_tokens_details"`
+		} `json:"usage"`
+	}
+	if len(response) == 0 || json.Unmarshal(response, &r) != nil {
+		return
+	}
+	u := r.Usage
+	rec.Input, rec.Output, rec.Cached, rec.Reasoning = u.Input, u.Output, u.In.Cached, u.Out.Reasoning
+}
+
+// getUsage serves GET /v1/usage?by=key|account&since=24h to an admin key (or, without keys,
+// to this machine): the usage report as JSON.
+func (g *Gateway) getUsage(w http.ResponseWriter, r *http.Request, k *Key) outcome {
+	fail := func(a *apiError) outcome { a.write(w); return failed(a) }
+	if len(g.keys) > 0 && (k == nil || !k.Admin) {
+		return fail(newAPIError(http.StatusForbidden, CodeForbidden, "", "GET /v1/usage needs an admin key (admin: true in the keys file)"))
+	}
+	if g.cfg.Meter == nil {
+		return fail(newAPIError(http.StatusServiceUnavailable, schemas.CodeUnavailable, "",
+			"usage accounting is off: the gateway's NATS server has no JetStream"))
+	}
+	q := r.URL.Query()
+	by := q.Get("by")
+	if by == "" {
+		by = usage.ByKey
+	}
+	if by != usage.ByKey && by != usage.ByAccount {
+		return fail(newAPIError(http.StatusBadRequest, schemas.CodeInvalidRequest, "by", `"by": must be key or account`))
+	}
+	since := 24 * time.Hour
+	if s := q.Get("since"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 {
+			return fail(newAPIError(http.StatusBadRequest, schemas.CodeInvalidRequest, "since", `"since": must be a positive duration such as 24h`))
+		}
+		since = d
+	}
+	rep, err := g.cfg.Meter.Query(r.Context(), time.Now().Add(-since), by)
+	if err != nil && !errors.Is(err, usage.ErrNoUsage) {
+		return fail(newAPIError(http.StatusServiceUnavailable, schemas.CodeUnavailable, "", "gateway: reading usage: "+err.Error()))
+	}
+	b, _ := json.Marshal(rep)
+	writeJSON(w, http.StatusOK, b)
+	return ok(http.StatusOK)
+}
