@@ -15,6 +15,11 @@ const (
 	DefaultCooldown = 30 * time.Second
 	// DefaultAffinityKeys is how many prompt cache keys a worker remembers the account of.
 	DefaultAffinityKeys = 10000
+	// DefaultStickyWait is how long a generation waits for its session's account to take it.
+	DefaultStickyWait = 5 * time.Second
+	// DefaultStickyRefresh is how old a session's binding gets before a generation that uses it
+	// writes it again (restarting the store's TTL).
+	DefaultStickyRefresh = time.Minute
 	// DefaultAccountName is the name of the account the one-account shortcut makes.
 	DefaultAccountName = "default"
 )
@@ -60,9 +65,18 @@ type Config struct {
 	// its credentials without a retry time; default DefaultCooldown. A refusal with a time
 	// (resets_at, resets_in_seconds, Retry-After) cools down until then.
 	Cooldown time.Duration
-	// AffinityKeys bounds how many prompt_cache_key values the worker remembers the account of
-	// (least recently used forgotten first); default DefaultAffinityKeys.
+	// AffinityKeys bounds how many sessions the worker remembers the account of when
+	// Options.Bindings is nil (least recently used forgotten first); default DefaultAffinityKeys.
 	AffinityKeys int
+
+	// Sticky routing (see Worker.Generate). NoSticky routes every generation by headroom alone.
+	// StickyWait is the longest a generation waits for its session's busy account before it
+	// runs on another (the binding stays); default DefaultStickyWait. StickyRefresh is the age
+	// at which a used binding is written again; keep it well below the store's TTL; default
+	// DefaultStickyRefresh.
+	NoSticky      bool
+	StickyWait    time.Duration
+	StickyRefresh time.Duration
 }
 
 // Account is one set of Codex credentials of a Worker (Config.Accounts). ParseAccounts and

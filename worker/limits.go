@@ -32,6 +32,10 @@ import (
 //     completed since the last report and no step is known yet to project them by (a window's
 //     first completions): a burst that met a fresh account with a budget of a few generations
 //     may have spent it already, and the next start's report tells.
+//   - Until the origin has answered for the account once (a report, or a first event that is
+//     not an error), the account is unknown and takes one starting generation at a time: other
+//     workers may have used it up already, and a burst sent to it would learn that with every
+//     request instead of one.
 //   - A record-only state (the one-account shortcut, see policy) keeps the reports and the
 //     projection, but never cools down and is never on its last call.
 type limitState struct {
@@ -46,6 +50,11 @@ type limitState struct {
 	coolWhy   string // what set coolUntil, for logs and errors (never a secret)
 
 	inflight int // generations running on the account now
+
+	// heard: the origin has answered for the account (a usage report, or a generation's first
+	// event that was not an error). Until then the account is unknown: it may have been used
+	// up by other workers already, so it takes one starting generation at a time.
+	heard bool
 }
 
 // windowKey identifies a usage window: its limit family and its length.
@@ -73,6 +82,7 @@ func newLimitState(ceiling float64) *limitState {
 
 // observe records a report received at now.
 func (s *limitState) observe(l codex.Limits, now time.Time, fallback time.Duration) {
+	s.heard = true
 	for _, w := range l.Windows {
 		if !w.ResetAt.IsZero() && !w.ResetAt.After(now) {
 			continue // a report about a period that has already ended
@@ -121,6 +131,13 @@ func (s *limitState) coolDown(until time.Time, code, why string) {
 		s.coolUntil, s.coolCode, s.coolWhy = until, code, why
 	}
 }
+
+// answered records that a generation on the account got a first event other than an error.
+func (s *limitState) answered() { s.heard = true }
+
+// unknown reports whether the origin has not yet answered for the account (see heard); never
+// for a record-only state.
+func (s *limitState) unknown() bool { return !s.heard && !s.recordOnly }
 
 // started counts a generation starting on the account.
 func (s *limitState) started() { s.inflight++ }

@@ -34,6 +34,7 @@ type Worker struct {
 	obs    Observer
 	coord  codex.Coordinator // shares logins between workers; nil = each worker on its own
 	policy policy            // accountsPolicy with Config.Accounts, else shortcutPolicy
+	sticky *sticky           // nil = no sticky routing (Config.NoSticky)
 
 	// lastSpacing is the gate spacing (ns) the last debug gate line reported per account, to log
 	// changes.
@@ -50,6 +51,9 @@ type Options struct {
 	// a time, rotated tokens to everyone): queue.CredentialStore. Nil = shared with this
 	// machine's other processes only, through the file.
 	Coordinator codex.Coordinator
+	// Bindings holds the sticky bindings of sessions to accounts, shared with the pool:
+	// queue.SessionStore. Nil = this process remembers the Config.AffinityKeys most recent ones.
+	Bindings Bindings
 }
 
 // Generation is what a worker observes about one generation, for metrics.
@@ -94,6 +98,12 @@ func New(cfg Config, opts Options) (*Worker, error) {
 	if cfg.AffinityKeys <= 0 {
 		cfg.AffinityKeys = DefaultAffinityKeys
 	}
+	if cfg.StickyWait <= 0 {
+		cfg.StickyWait = DefaultStickyWait
+	}
+	if cfg.StickyRefresh <= 0 {
+		cfg.StickyRefresh = DefaultStickyRefresh
+	}
 	if _, err := gate.ParseMode(string(cfg.Gate.Mode)); err != nil {
 		return nil, fmt.Errorf("worker: %w", err)
 	}
@@ -110,7 +120,7 @@ func New(cfg Config, opts Options) (*Worker, error) {
 	}
 	w := &Worker{cfg: cfg, id: cfg.ID, log: log, obs: opts.Observer, coord: opts.Coordinator, policy: p,
 		lastSpacing: make([]atomic.Int64, len(accts)),
-		router:      &router{cooldown: cfg.Cooldown, affinity: newAffinity(cfg.AffinityKeys)}}
+		router:      &router{cooldown: cfg.Cooldown}, sticky: newSticky(cfg, opts.Bindings)}
 	for i, ac := range accts {
 		a, err := w.newAccount(i, ac, opts.Version)
 		if err != nil {

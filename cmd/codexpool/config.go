@@ -283,6 +283,9 @@ type workerConfig struct {
 	ResultsTTL        time.Duration `env:"RESULTS_TTL" key:"jobs.results_ttl" desc:"how long a job's result stays in the results bucket"`
 	Accounts          string        `env:"ACCOUNTS" key:"accounts.file" desc:"accounts file (YAML or JSON list of {name, auth_file | token | token_env, account_id, max_used_percent}); replaces the CODEXPOOL_CODEX_TOKEN/ACCOUNT_ID/AUTH_FILE account"`
 	AccountCooldown   time.Duration `env:"ACCOUNT_COOLDOWN" key:"accounts.cooldown" desc:"with CODEXPOOL_ACCOUNTS: how long an account refused for limits or credentials stays out when the origin gives no reset time"`
+	Sticky            bool          `env:"STICKY" key:"accounts.sticky" desc:"sticky routing: requests of one session (X-Claude-Code-Session-Id with X-Claude-Code-Agent-Id, else session_id, else the body's prompt_cache_key) go to the same account, so its prompt cache serves them"`
+	StickyTTL         time.Duration `env:"STICKY_TTL" key:"accounts.sticky_ttl" desc:"how long a session's binding to an account lasts after its last use (entries of the sticky bucket, when this worker creates it)"`
+	StickyBucket      string        `env:"STICKY_BUCKET" key:"accounts.sticky_bucket" desc:"JetStream key-value bucket of the pool's session bindings, shared by every worker; without JetStream each worker keeps its own"`
 
 	CodexURL            string        `env:"CODEX_URL" key:"codex.url" desc:"Codex origin; http(s) and ws(s) accepted"`
 	CodexToken          string        `env:"CODEX_TOKEN" key:"codex.token" secret:"true" desc:"bearer token (API key or ChatGPT access token)"`
@@ -330,6 +333,7 @@ func defaultWorkerConfig() workerConfig {
 		GateScope: "host", ForbiddenBudget: 10 * time.Second, ReplyPrefixes: "_INBOX.", MaxInflight: 256, RequestTimeout: 10 * time.Minute,
 		ConnectTimeout: 15 * time.Second, IdleTimeout: 5 * time.Minute, ShutdownGrace: 30 * time.Second,
 		LogLevel: "info", LogFormat: "auto", AccountCooldown: 30 * time.Second,
+		Sticky: true, StickyTTL: time.Hour, StickyBucket: "CODEXPOOL_SESSIONS",
 	}
 }
 
@@ -443,6 +447,10 @@ func (c workerConfig) validateOrigin() error {
 		return bad("CREDENTIALS_REPLICAS", "must be 1 to 5, got %d", c.CredentialsReplicas)
 	case c.CredentialsBucket == "" || strings.ContainsAny(c.CredentialsBucket, " \t\r\n.*>"):
 		return bad("CREDENTIALS_BUCKET", "must be a bucket name (letters, digits, - and _), got %q", c.CredentialsBucket)
+	case c.StickyBucket == "" || strings.ContainsAny(c.StickyBucket, " \t\r\n.*>"):
+		return bad("STICKY_BUCKET", "must be a bucket name (letters, digits, - and _), got %q", c.StickyBucket)
+	case c.StickyTTL < time.Second:
+		return bad("STICKY_TTL", "must be at least 1s, got %s", c.StickyTTL)
 	}
 	if u, err := url.Parse(c.CodexRefreshURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return bad("CODEX_REFRESH_URL", "must be an http(s) URL, got %q", c.CodexRefreshURL)
@@ -531,6 +539,8 @@ func (c workerConfig) worker(accts []worker.Account) worker.Config {
 		NoReuse:        !c.WSReuse,
 		MaxIdleSockets: c.MaxInflight,
 		IdleTimeout:    c.IdleTimeout,
+		NoSticky:       !c.Sticky,
+		StickyRefresh:  max(c.StickyTTL/4, time.Second),
 	}
 }
 

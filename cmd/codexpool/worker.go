@@ -356,7 +356,7 @@ func (m *workerMain) startWorker(ctx context.Context) (func(), error) {
 		obs = m.met
 	}
 	w, err := worker.New(m.cfg.worker(m.accts), worker.Options{Logger: m.log, Version: getVersion(), Observer: obs,
-		Coordinator: credentialStore(ctx, m.nc, m.cfg, m.log)})
+		Coordinator: credentialStore(ctx, m.nc, m.cfg, m.log), Bindings: stickyStore(ctx, m.nc, m.cfg, m.log)})
 	if err != nil {
 		return nil, err
 	}
