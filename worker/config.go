@@ -20,6 +20,9 @@ const (
 	// DefaultStickyRefresh is how old a session's binding gets before a generation that uses it
 	// writes it again (restarting the store's TTL).
 	DefaultStickyRefresh = time.Minute
+	// DefaultAccountQueueTimeout is how long a generation waits for a slot of an account at its
+	// MaxConcurrent (that account or another) before it is answered worker_busy.
+	DefaultAccountQueueTimeout = 30 * time.Second
 	// DefaultAccountName is the name of the account the one-account shortcut makes.
 	DefaultAccountName = "default"
 )
@@ -77,6 +80,11 @@ type Config struct {
 	NoSticky      bool
 	StickyWait    time.Duration
 	StickyRefresh time.Duration
+
+	// AccountQueueTimeout is the longest a generation waits for a slot when the accounts it may
+	// use are at their MaxConcurrent; then it is answered 429 worker_busy (retry after 1 s).
+	// Default DefaultAccountQueueTimeout.
+	AccountQueueTimeout time.Duration
 }
 
 // Account is one set of Codex credentials of a Worker (Config.Accounts). ParseAccounts and
@@ -95,6 +103,9 @@ type Account struct {
 	// usage window used, until that window resets; 0 = 100. Near it the account runs one
 	// generation at a time, so it overshoots by at most one generation per worker.
 	MaxUsedPercent float64
+	// MaxConcurrent caps the account's generations running at once across the whole pool
+	// (through Options.Slots; without it, in this worker); 0 = no cap.
+	MaxConcurrent int
 
 	// source names where Token came from (e.g. "env CODEX_TOKEN_A"), for logs; ParseAccounts
 	// sets it.

@@ -47,8 +47,10 @@ type generation struct {
 	frame   []byte                   // the upstream request
 	session string                   // the sticky-routing key: session headers, else prompt_cache_key; "" = none
 	start   time.Time
-	bind    binding  // the session's binding when the generation began
-	bound   *account // the account bind names; nil = unbound (or an account this worker lacks)
+	bind    binding   // the session's binding when the generation began
+	bound   *account  // the account bind names; nil = unbound (or an account this worker lacks)
+	queued  time.Time // when the generation first held (no account could take it); zero = never
+	unlease func()    // gives the running try's slot back; nil = it holds none
 
 	tried      []*account    // accounts picked, in order; the last is the one trying (or that tried)
 	try        attempt       // what the last account's try has seen
@@ -87,6 +89,12 @@ func (g *generation) route(ctx context.Context) error {
 		now := time.Now()
 		a, hold, cerr := g.w.router.pick(now, g.want(now), g.tried)
 		if hold {
+			if g.queued.IsZero() {
+				g.queued = now
+			}
+			if g.queuedTooLong(now) {
+				return g.busy()
+			}
 			if herr := g.hold(ctx); herr != nil {
 				return herr
 			}
@@ -94,6 +102,10 @@ func (g *generation) route(ctx context.Context) error {
 		}
 		if a == nil {
 			return g.w.noAccountLeft(err, cerr)
+		}
+		if !g.lease(ctx, a) {
+			g.w.router.unpick(a)
+			continue
 		}
 		err = g.run(ctx, a)
 		if err == nil || !g.moveOn(ctx, a, err) {
@@ -158,6 +170,10 @@ func (g *generation) run(ctx context.Context, a *account) error {
 	g.tried = append(g.tried, a)
 	g.try = attempt{}
 	res, err := a.codex.Generate(ctx, g.frame, g.onEvent)
+	if g.unlease != nil {
+		g.unlease()
+		g.unlease = nil
+	}
 	if g.try.events == 0 {
 		g.w.router.started(a, false) // it never got that far
 	}

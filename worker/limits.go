@@ -28,10 +28,11 @@ import (
 //     different window, and trusting it would send requests to an exhausted account again.
 //   - When the projection says the next generation could reach the ceiling, the account is on
 //     its last call: it runs one generation at a time, so a worker discovers an exhausted
-//     account with one request, not with every request in flight. So it is while generations
-//     completed since the last report and no step is known yet to project them by (a window's
-//     first completions): a burst that met a fresh account with a budget of a few generations
-//     may have spent it already, and the next start's report tells.
+//     account with one request, not with every request in flight. So it is while no step is
+//     known yet to project by (a window's first generation on this worker): other workers, or
+//     this one, may have spent a budget of a few generations already, and the next start's
+//     report tells. A report that did not move over completions bounds the step by the
+//     report's resolution (1 percent) over their number.
 //   - Until the origin has answered for the account once (a report, or a first event that is
 //     not an error), the account is unknown and takes one starting generation at a time: other
 //     workers may have used it up already, and a burst sent to it would learn that with every
@@ -70,6 +71,9 @@ type usageWindow struct {
 	since   int       // generations completed on the account since the report
 }
 
+// reportResolution is the smallest change of used percent a report is trusted to show.
+const reportResolution = 1.0
+
 // epsilon absorbs float noise in percent arithmetic (3 × 33.333… is not always 100).
 const epsilon = 1e-6
 
@@ -89,8 +93,13 @@ func (s *limitState) observe(l codex.Limits, now time.Time, fallback time.Durati
 		}
 		k := windowKey{w.Limit, w.Minutes}
 		old := s.windows[k]
-		if old != nil && old.since > 0 && w.UsedPercent > old.used {
+		switch {
+		case old != nil && old.since > 0 && w.UsedPercent > old.used:
 			s.steps[k] = (w.UsedPercent - old.used) / float64(old.since)
+		case old != nil && old.since > 0 && w.UsedPercent == old.used && s.steps[k] == 0:
+			// Completions that moved the report less than its resolution (a percent): each
+			// used less than 1/since of one, the bound projections use until a report moves.
+			s.steps[k] = reportResolution / float64(old.since)
 		}
 		s.windows[k] = &usageWindow{used: w.UsedPercent, resetAt: w.ResetAt}
 		if w.UsedPercent >= s.ceiling-epsilon {
@@ -178,10 +187,10 @@ func (s *limitState) available(now time.Time) availability {
 		if projected >= s.ceiling-epsilon || (step > 0 && projected+step > s.ceiling+epsilon) {
 			a.lastCall = true
 		}
-		if step == 0 && w.since > 0 {
-			// Generations completed since the report and no step to project them by: what
-			// they used is unknown until the next report (which the next start brings), and a
-			// small window may be spent already.
+		if step == 0 && w.since+s.inflight > 0 {
+			// Generations completed since the report or running, and no step to project them
+			// by: what they use is unknown until the next report (which the next start
+			// brings), and a small window may be spent already, by this worker or others.
 			a.lastCall = true
 		}
 		a.headroom = min(a.headroom, max(0, (s.ceiling-projected)/s.ceiling))

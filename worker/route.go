@@ -26,6 +26,10 @@ type account struct {
 	lim      *limitState // guarded by router.mu
 	starting int         // generations committed to it without a first event yet; guarded by router.mu
 
+	maxConcurrent int       // Account.MaxConcurrent: slots across the pool; 0 = no limit
+	leases        int       // slots this worker holds; guarded by router.mu
+	slotsFullAt   time.Time // when every slot was last found held; guarded by router.mu
+
 	requests, completed     atomic.Int64 // generations started on the account; of those, completed
 	limited, unauthorized   atomic.Int64 // refusals for limits (429) and credentials (401)
 	moved, cooldowns, fasts atomic.Int64 // moved to another account; cooldowns begun; fast answers naming it
@@ -84,7 +88,10 @@ func (c choice) better(d choice) bool {
 // event yet) as its gate lets upgrade at once: more would only queue in that gate, while another
 // account's gate may free up first. Estimates for ranking only; the gate itself decides.
 // r.mu is held.
-func (r *router) readiness(a *account) (delay time.Duration, take bool) {
+func (r *router) readiness(a *account, now time.Time) (delay time.Duration, take bool) {
+	if a.maxConcurrent > 0 && (a.leases >= a.maxConcurrent || now.Sub(a.slotsFullAt) < slotRetry) {
+		return 0, false // at its max_concurrent: in this worker, or in the pool a moment ago
+	}
 	if r.holding() && a.lim.unknown() && a.starting > 0 {
 		return 0, false // one generation at a time learns what the origin says of it
 	}
@@ -131,7 +138,8 @@ func (r *router) holding() bool { return len(r.accounts) > 1 }
 // The rules, in order:
 //  1. Accounts cooling down are left out, and so are accounts on their last call that already
 //     run a generation.
-//  2. With several accounts, one the origin has not answered for yet (it may be used up by
+//  2. An account at its MaxConcurrent (the slots this worker holds, or all of the pool's a
+//     moment ago) takes nothing for now. With several accounts, one the origin has not answered for yet (it may be used up by
 //     other workers) takes one starting generation at a time, and one whose gate already has as
 //     many upgrades starting as it lets through at once takes no more for now: the generation waits for whichever account frees
 //     up first, instead of queueing behind one gate.
@@ -169,7 +177,7 @@ func (r *router) pick(now time.Time, want *account, tried []*account) (a *accoun
 			continue
 		}
 		var take bool
-		if c.delay, take = r.readiness(a); !take {
+		if c.delay, take = r.readiness(a, now); !take {
 			full = true
 			continue
 		}
@@ -178,7 +186,7 @@ func (r *router) pick(now time.Time, want *account, tried []*account) (a *accoun
 		}
 	}
 	if want != nil && !slices.Contains(tried, want) && !want.lim.available(now).cooling {
-		if _, take := r.readiness(want); !take || !r.usable(want, now) {
+		if _, take := r.readiness(want, now); !take || !r.usable(want, now) {
 			return nil, true, nil // wait for it
 		}
 		best = &choice{a: want}
@@ -286,6 +294,33 @@ func (r *router) finish(a *account, completed bool) {
 	defer r.mu.Unlock()
 	a.lim.finished(completed)
 	r.wakeLocked()
+}
+
+// unpick undoes pick for a generation that could not lease a slot of a.
+func (r *router) unpick(a *account) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	a.lim.finished(false)
+	a.starting--
+	a.requests.Add(-1)
+	r.wakeLocked()
+}
+
+// slotsFull records that every slot of a was held at now.
+func (r *router) slotsFull(a *account, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	a.slotsFullAt = now
+}
+
+// leased counts slots of a this worker takes (n = 1) or gives back (n = -1).
+func (r *router) leased(a *account, n int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	a.leases += n
+	if n < 0 {
+		r.wakeLocked()
+	}
 }
 
 // named returns the account called name; nil when the worker has none of that name.
