@@ -13,7 +13,9 @@ import (
 	"github.com/codexpool/codexpool/schemas"
 )
 
-func startSessionServer(t *testing.T, dir string) *server.Server {
+func startSessionServer(t *testing.T, dir string) *server.Server { return startSessionServerTB(t, dir) }
+
+func startSessionServerTB(t testing.TB, dir string) *server.Server {
 	t.Helper()
 	return testutil.StartServer(t, &server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, NoSigs: true, NoLog: true,
 		JetStream: true, StoreDir: dir})
