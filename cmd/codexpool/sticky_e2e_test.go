@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -199,5 +200,46 @@ func TestE2EStickyExhaustedAnd502(t *testing.T) {
 	// session's first turn).
 	if n := c.sim.Accounts.Stats(first).UsageLimited; n > 2 {
 		t.Errorf("the exhausted account refused %d requests, want at most one per worker (2)", n)
+	}
+}
+
+// TestBenchSessions runs `codexpool bench --sessions` small: with sticky routing every turn after
+// the first hits its account's prompt cache, and the cached share equals the one-account row's;
+// without it, turns spread and the share drops.
+func TestBenchSessions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test")
+	}
+	var file strings.Builder
+	for _, n := range stickyAccts {
+		fmt.Fprintf(&file, "- {name: %s, token: %s}\n", n, acctToken(n))
+	}
+	out, err := exec.Command(binPath, "bench", "--accounts", writeAccounts(t, file.String()), "--workers", "2",
+		"--sessions", "6", "--turns", "4", "--latency", "20ms", "--json", "--quiet").Output()
+	if err != nil {
+		t.Fatalf("bench --sessions: %v\n%s", err, out)
+	}
+	var rows []struct {
+		Mode          string  `json:"mode"`
+		OK            int     `json:"ok"`
+		CacheHitShare float64 `json:"cache_hit_share"`
+		CachedShare   float64 `json:"cached_share"`
+	}
+	if err := json.Unmarshal(out, &rows); err != nil || len(rows) != 3 {
+		t.Fatalf("bench --sessions --json: %v, %d rows, want 3\n%s", err, len(rows), out)
+	}
+	t.Logf("%+v", rows)
+	sticky, spread, one := rows[0], rows[1], rows[2]
+	for _, r := range rows {
+		if r.OK != 24 {
+			t.Errorf("%s: %d of 24 turns ok", r.Mode, r.OK)
+		}
+	}
+	if sticky.CacheHitShare != 1 || sticky.CachedShare < one.CachedShare-0.05 {
+		t.Errorf("sticky: %.3f of turns 2+ hit the cache and %.3f of their input was cached, want 1 and within 5 points of one account's %.3f",
+			sticky.CacheHitShare, sticky.CachedShare, one.CachedShare)
+	}
+	if spread.CachedShare >= sticky.CachedShare {
+		t.Errorf("not sticky cached %.3f, sticky %.3f: want stickiness to matter", spread.CachedShare, sticky.CachedShare)
 	}
 }
