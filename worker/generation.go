@@ -14,8 +14,12 @@ import (
 // response object with output_text); otherwise it passes every upstream event to emit, in
 // order, and returns a nil payload. Errors are *schemas.Error or ctx.Err().
 //
-// With Config.Accounts, Generate picks the account (see the README's "Accounts": not cooling
-// down, the prompt_cache_key's last account, the soonest start, the most headroom). A
+// With Config.Accounts, Generate picks the account (see docs/routing.md: not cooling down, not
+// at its MaxConcurrent, the session's account, the soonest start, the most headroom). The
+// session is Request.Session, else the prompt_cache_key; its binding to an account
+// (Options.Bindings) is written when the generation completes on an account and the session was
+// unbound or its account is cooling down; a failure never moves it. A generation that finds no
+// account able to take it waits up to Config.AccountQueueTimeout, then gets 429 worker_busy. A
 // generation the origin refuses for the account's limits (429) or credentials (401) before any
 // other event arrived moves to the next account, invisibly to the caller; the refused account
 // cools down. When every account is cooling down, Generate answers at once, without upstream
@@ -151,7 +155,6 @@ func (g *generation) settle(ctx context.Context, err error) {
 		g.w.log.LogAttrs(ctx, slog.LevelWarn, "sticky: cannot write the session's binding",
 			slog.String("request_id", g.req.ID), slog.String("account", a.name), slog.String("error", serr.Error()))
 	case wrote && g.bind.account != "" && g.bind.account != a.name:
-		a.rebound.Add(1)
 		g.w.log.LogAttrs(ctx, slog.LevelInfo, "sticky: session moved to another account",
 			slog.String("request_id", g.req.ID), slog.String("from", g.bind.account), slog.String("to", a.name))
 	}

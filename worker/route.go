@@ -33,7 +33,6 @@ type account struct {
 	requests, completed     atomic.Int64 // generations started on the account; of those, completed
 	limited, unauthorized   atomic.Int64 // refusals for limits (429) and credentials (401)
 	moved, cooldowns, fasts atomic.Int64 // moved to another account; cooldowns begun; fast answers naming it
-	rebound                 atomic.Int64 // sessions whose binding moved to it
 }
 
 // router picks the account for each generation. Safe for concurrent use. It knows no account
