@@ -42,7 +42,7 @@ func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request, id str
 	defer cancel()
 	ctx, stop := g.whileConnected(ctx)
 	defer stop()
-	hdr := nats.Header{}
+	hdr := sessionHeaders(r)
 	hdr.Set(schemas.HeaderRequestID, id)
 	if req.Stream {
 		o := g.chatStream(ctx, w, req, hdr, id)

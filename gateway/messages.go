@@ -85,7 +85,7 @@ func (g *Gateway) createMessage(w http.ResponseWriter, r *http.Request, id strin
 	defer cancel()
 	ctx, stop := g.whileConnected(ctx)
 	defer stop()
-	hdr := nats.Header{}
+	hdr := sessionHeaders(r)
 	hdr.Set(schemas.HeaderRequestID, id)
 	if tr.Stream {
 		o := g.streamMessage(ctx, w, tr, hdr)

@@ -44,7 +44,7 @@ func (g *Gateway) createResponse(w http.ResponseWriter, r *http.Request, id stri
 	defer cancel()
 	ctx, stop := g.whileConnected(ctx)
 	defer stop()
-	hdr := nats.Header{}
+	hdr := sessionHeaders(r)
 	hdr.Set(schemas.HeaderRequestID, id)
 	switch {
 	case req.background:

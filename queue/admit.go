@@ -59,6 +59,9 @@ func (s *Service) admit(in admission) admitted {
 		a.timeout = min(a.timeout, d)
 	}
 	r, err := validate.Request(in.data)
+	if r != nil {
+		r.Session = schemas.SessionKey(in.hdr.Get)
+	}
 	a.req = r
 	if err != nil {
 		se, ok := schemas.AsError(err)

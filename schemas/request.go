@@ -16,6 +16,9 @@ type Request struct {
 	Model string
 	// Stream is true when the client asked for a streamed reply.
 	Stream bool
+	// Session is the sticky-routing key from the request's session headers (see SessionKey);
+	// "" = none (the worker then uses PromptCacheKey). Set by queue.
+	Session string
 	// fields holds every top-level field of the request as received (raw JSON values).
 	fields map[string]json.RawMessage
 }

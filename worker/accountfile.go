@@ -46,6 +46,7 @@ func LoadAccounts(path string, getenv func(string) string) ([]Account, error) {
 //	    token: sk-...                  # the token itself (keep the file private)
 //	    account_id: 6f1c...            # optional: sent as ChatGPT-Account-Id
 //	    max_used_percent: 80           # optional: never use it above 80% of a usage window
+//	    max_concurrent: 2              # optional: at most 2 generations at once, over every worker
 //
 // Each account has exactly one of auth_file, token and token_env. getenv resolves token_env; an
 // unset or empty variable is an error. Unknown fields are errors. Every error names the field
@@ -143,8 +144,10 @@ func parseAccount(n *yaml.Node, path string, getenv func(string) string) (Accoun
 			a.AccountID, err = scalar(v, at, true)
 		case "max_used_percent":
 			a.MaxUsedPercent, err = percent(v, at)
+		case "max_concurrent":
+			a.MaxConcurrent, err = positiveInt(v, at)
 		default:
-			err = fieldError(at, n.Content[i], "unknown field (want name, auth_file, token, token_env, account_id, max_used_percent)")
+			err = fieldError(at, n.Content[i], "unknown field (want name, auth_file, token, token_env, account_id, max_used_percent, max_concurrent)")
 		}
 		if err != nil {
 			return a, err
@@ -181,4 +184,14 @@ func percent(n *yaml.Node, at string) (float64, error) {
 		return 0, fieldError(at, n, "want a number above 0 and at most 100, got %s", n.Value)
 	}
 	return f, nil
+}
+
+// positiveInt decodes max_concurrent: a whole number of at least 1.
+func positiveInt(n *yaml.Node, at string) (int, error) {
+	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!int" {
+		if v, err := strconv.Atoi(n.Value); err == nil && v >= 1 {
+			return v, nil
+		}
+	}
+	return 0, fieldError(at, n, "want a whole number of at least 1, got %s", strconv.Quote(n.Value))
 }

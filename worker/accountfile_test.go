@@ -98,6 +98,8 @@ func TestParseAccountsErrors(t *testing.T) {
 		{"percent zero", "- name: a\n  token: x\n  max_used_percent: 0\n", "accounts[0].max_used_percent (line 3)"},
 		{"percent with a sign", "- name: a\n  token: x\n  max_used_percent: 80%\n", `accounts[0].max_used_percent (line 3): want a number above 0 and at most 100, got "80%"`},
 		{"token is a list", "- name: a\n  token: [" + secretToken + "]\n", "accounts[0].token (line 2): want a single value"},
+		{"max_concurrent zero", "- name: a\n  token: x\n  max_concurrent: 0\n", "accounts[0].max_concurrent (line 3): want a whole number of at least 1, got \"0\""},
+		{"max_concurrent fraction", "- name: a\n  token: x\n  max_concurrent: 1.5\n", "accounts[0].max_concurrent (line 3)"},
 		{"bad YAML", "- name: a\n  token: " + secretToken + "\n   bad: [\n", "line"},
 	}
 	for _, tt := range tests {
@@ -136,5 +138,15 @@ func TestLoadAccountsResolvesAuthFiles(t *testing.T) {
 	}
 	if _, err := worker.LoadAccounts(path, nil); err == nil || !strings.Contains(err.Error(), path+": accounts[0] (line 1)") {
 		t.Errorf("bad file: got %v, want an error naming the file, the field and the line", err)
+	}
+}
+
+func TestParseAccountsMaxConcurrent(t *testing.T) {
+	got, err := worker.ParseAccounts([]byte("- {name: a, token: x, max_concurrent: 2}\n- {name: b, token: y}\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got[0].MaxConcurrent != 2 || got[1].MaxConcurrent != 0 {
+		t.Errorf("max_concurrent %d and %d, want 2 and 0 (none)", got[0].MaxConcurrent, got[1].MaxConcurrent)
 	}
 }

@@ -15,6 +15,14 @@ const (
 	DefaultCooldown = 30 * time.Second
 	// DefaultAffinityKeys is how many prompt cache keys a worker remembers the account of.
 	DefaultAffinityKeys = 10000
+	// DefaultStickyWait is how long a generation waits for its session's account to take it.
+	DefaultStickyWait = 5 * time.Second
+	// DefaultStickyRefresh is how old a session's binding gets before a generation that uses it
+	// writes it again (restarting the store's TTL).
+	DefaultStickyRefresh = time.Minute
+	// DefaultAccountQueueTimeout is how long a generation waits for a slot of an account at its
+	// MaxConcurrent (that account or another) before it is answered worker_busy.
+	DefaultAccountQueueTimeout = 30 * time.Second
 	// DefaultAccountName is the name of the account the one-account shortcut makes.
 	DefaultAccountName = "default"
 )
@@ -60,9 +68,23 @@ type Config struct {
 	// its credentials without a retry time; default DefaultCooldown. A refusal with a time
 	// (resets_at, resets_in_seconds, Retry-After) cools down until then.
 	Cooldown time.Duration
-	// AffinityKeys bounds how many prompt_cache_key values the worker remembers the account of
-	// (least recently used forgotten first); default DefaultAffinityKeys.
+	// AffinityKeys bounds how many sessions the worker remembers the account of when
+	// Options.Bindings is nil (least recently used forgotten first); default DefaultAffinityKeys.
 	AffinityKeys int
+
+	// Sticky routing (see Worker.Generate). NoSticky routes every generation by headroom alone.
+	// StickyWait is the longest a generation waits for its session's busy account before it
+	// runs on another (the binding stays); default DefaultStickyWait. StickyRefresh is the age
+	// at which a used binding is written again; keep it well below the store's TTL; default
+	// DefaultStickyRefresh.
+	NoSticky      bool
+	StickyWait    time.Duration
+	StickyRefresh time.Duration
+
+	// AccountQueueTimeout is the longest a generation waits for a slot when the accounts it may
+	// use are at their MaxConcurrent; then it is answered 429 worker_busy (retry after 1 s).
+	// Default DefaultAccountQueueTimeout.
+	AccountQueueTimeout time.Duration
 }
 
 // Account is one set of Codex credentials of a Worker (Config.Accounts). ParseAccounts and
@@ -81,6 +103,9 @@ type Account struct {
 	// usage window used, until that window resets; 0 = 100. Near it the account runs one
 	// generation at a time, so it overshoots by at most one generation per worker.
 	MaxUsedPercent float64
+	// MaxConcurrent caps the account's generations running at once across the whole pool
+	// (through Options.Slots; without it, in this worker); 0 = no cap.
+	MaxConcurrent int
 
 	// source names where Token came from (e.g. "env CODEX_TOKEN_A"), for logs; ParseAccounts
 	// sets it.

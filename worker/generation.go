@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"time"
@@ -13,8 +14,12 @@ import (
 // response object with output_text); otherwise it passes every upstream event to emit, in
 // order, and returns a nil payload. Errors are *schemas.Error or ctx.Err().
 //
-// With Config.Accounts, Generate picks the account (see the README's "Accounts": not cooling
-// down, the prompt_cache_key's last account, the soonest start, the most headroom). A
+// With Config.Accounts, Generate picks the account (see docs/routing.md: not cooling down, not
+// at its MaxConcurrent, the session's account, the soonest start, the most headroom). The
+// session is Request.Session, else the prompt_cache_key; its binding to an account
+// (Options.Bindings) is written when the generation completes on an account and the session was
+// unbound or its account is cooling down; a failure never moves it. A generation that finds no
+// account able to take it waits up to Config.AccountQueueTimeout, then gets 429 worker_busy. A
 // generation the origin refuses for the account's limits (429) or credentials (401) before any
 // other event arrived moves to the next account, invisibly to the caller; the refused account
 // cools down. When every account is cooling down, Generate answers at once, without upstream
@@ -27,8 +32,10 @@ func (w *Worker) Generate(ctx context.Context, req *schemas.Request, emit func(e
 	if err != nil {
 		return nil, schemas.Errorf(schemas.CodeInvalidRequest, "%v", err)
 	}
-	g := &generation{w: w, req: req, emit: emit, frame: frame, key: req.PromptCacheKey(), start: start}
+	g := &generation{w: w, req: req, emit: emit, frame: frame, session: cmp.Or(req.Session, req.PromptCacheKey()), start: start}
+	g.lookup(ctx)
 	err = g.route(ctx)
+	g.settle(ctx, err)
 	err = g.release(err)
 	out, err := g.reply(err)
 	g.report(ctx, err)
@@ -38,12 +45,16 @@ func (w *Worker) Generate(ctx context.Context, req *schemas.Request, emit func(e
 // generation is one request on its way through the worker's accounts: what Generate's steps
 // share. It lives on the generation's goroutine (codex calls onEvent there), so it needs no lock.
 type generation struct {
-	w     *Worker
-	req   *schemas.Request
-	emit  func(event []byte) error // nil for a one-shot reply
-	frame []byte                   // the upstream request
-	key   string                   // the prompt cache key; "" = none
-	start time.Time
+	w       *Worker
+	req     *schemas.Request
+	emit    func(event []byte) error // nil for a one-shot reply
+	frame   []byte                   // the upstream request
+	session string                   // the sticky-routing key: session headers, else prompt_cache_key; "" = none
+	start   time.Time
+	bind    binding   // the session's binding when the generation began
+	bound   *account  // the account bind names; nil = unbound (or an account this worker lacks)
+	queued  time.Time // when the generation first held (no account could take it); zero = never
+	unlease func()    // gives the running try's slot back; nil = it holds none
 
 	tried      []*account    // accounts picked, in order; the last is the one trying (or that tried)
 	try        attempt       // what the last account's try has seen
@@ -79,8 +90,15 @@ func (g *generation) account() *account {
 func (g *generation) route(ctx context.Context) error {
 	var err error
 	for {
-		a, hold, cerr := g.w.router.pick(time.Now(), g.key, g.tried)
+		now := time.Now()
+		a, hold, cerr := g.w.router.pick(now, g.want(now), g.tried)
 		if hold {
+			if g.queued.IsZero() {
+				g.queued = now
+			}
+			if g.queuedTooLong(now) {
+				return g.busy()
+			}
 			if herr := g.hold(ctx); herr != nil {
 				return herr
 			}
@@ -89,10 +107,56 @@ func (g *generation) route(ctx context.Context) error {
 		if a == nil {
 			return g.w.noAccountLeft(err, cerr)
 		}
+		if !g.lease(ctx, a) {
+			g.w.router.unpick(a)
+			continue
+		}
 		err = g.run(ctx, a)
 		if err == nil || !g.moveOn(ctx, a, err) {
 			return err
 		}
+	}
+}
+
+// want is the account the generation holds out for at now: its session's, until
+// Config.StickyWait has passed.
+func (g *generation) want(now time.Time) *account {
+	if g.bound == nil || now.Sub(g.start) > g.w.sticky.wait {
+		return nil
+	}
+	return g.bound
+}
+
+// lookup reads the session's binding.
+func (g *generation) lookup(ctx context.Context) {
+	b, err := g.w.sticky.lookup(ctx, g.session)
+	if err != nil {
+		g.w.log.LogAttrs(ctx, slog.LevelWarn, "sticky: cannot read the session's binding; routing without it",
+			slog.String("request_id", g.req.ID), slog.String("error", err.Error()))
+	}
+	g.bind, g.bound = b, nil
+	if b.account != "" {
+		g.bound = g.w.router.named(b.account)
+	}
+}
+
+// settle binds the session to the account that completed the generation, when it was unbound
+// or its bound account is cooling down (see sticky).
+func (g *generation) settle(ctx context.Context, err error) {
+	a := g.account()
+	if err != nil || a == nil || g.bind.key == "" {
+		return
+	}
+	now := time.Now()
+	moved := g.bound == nil || g.w.router.cooling(g.bound, now)
+	wrote, serr := g.w.sticky.settle(ctx, g.bind, a.name, moved, now)
+	switch {
+	case serr != nil:
+		g.w.log.LogAttrs(ctx, slog.LevelWarn, "sticky: cannot write the session's binding",
+			slog.String("request_id", g.req.ID), slog.String("account", a.name), slog.String("error", serr.Error()))
+	case wrote && g.bind.account != "" && g.bind.account != a.name:
+		g.w.log.LogAttrs(ctx, slog.LevelInfo, "sticky: session moved to another account",
+			slog.String("request_id", g.req.ID), slog.String("from", g.bind.account), slog.String("to", a.name))
 	}
 }
 
@@ -112,8 +176,12 @@ func (g *generation) run(ctx context.Context, a *account) error {
 		schemas.NoteAccount(ctx, a.name)
 	}
 	res, err := a.codex.Generate(ctx, g.frame, g.onEvent)
+	if g.unlease != nil {
+		g.unlease()
+		g.unlease = nil
+	}
 	if g.try.events == 0 {
-		g.w.router.started(a) // it never got that far
+		g.w.router.started(a, false) // it never got that far
 	}
 	g.res = res
 	if res != nil {
@@ -122,7 +190,7 @@ func (g *generation) run(ctx context.Context, a *account) error {
 		g.total.GateWait += res.GateWait
 		g.total.Events, g.total.Reused, g.total.Retried = res.Events, res.Reused, g.total.Retried || res.Retried
 	}
-	g.w.router.finish(a, g.key, err == nil)
+	g.w.router.finish(a, err == nil)
 	if err == nil {
 		a.completed.Add(1)
 	}
@@ -138,7 +206,7 @@ func (g *generation) onEvent(ev codex.Event) error {
 	g.try.events++
 	if g.try.events == 1 {
 		g.try.firstType = ev.Type
-		g.w.router.started(g.account())
+		g.w.router.started(g.account(), ev.Type != "error")
 	}
 	if g.emit == nil {
 		return nil

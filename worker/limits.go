@@ -28,10 +28,15 @@ import (
 //     different window, and trusting it would send requests to an exhausted account again.
 //   - When the projection says the next generation could reach the ceiling, the account is on
 //     its last call: it runs one generation at a time, so a worker discovers an exhausted
-//     account with one request, not with every request in flight. So it is while generations
-//     completed since the last report and no step is known yet to project them by (a window's
-//     first completions): a burst that met a fresh account with a budget of a few generations
-//     may have spent it already, and the next start's report tells.
+//     account with one request, not with every request in flight. So it is while no step is
+//     known yet to project by (a window's first generation on this worker): other workers, or
+//     this one, may have spent a budget of a few generations already, and the next start's
+//     report tells. A report that did not move over completions bounds the step by the
+//     report's resolution (1 percent) over their number.
+//   - Until the origin has answered for the account once (a report, or a first event that is
+//     not an error), the account is unknown and takes one starting generation at a time: other
+//     workers may have used it up already, and a burst sent to it would learn that with every
+//     request instead of one.
 //   - A record-only state (the one-account shortcut, see policy) keeps the reports and the
 //     projection, but never cools down and is never on its last call.
 type limitState struct {
@@ -46,6 +51,11 @@ type limitState struct {
 	coolWhy   string // what set coolUntil, for logs and errors (never a secret)
 
 	inflight int // generations running on the account now
+
+	// heard: the origin has answered for the account (a usage report, or a generation's first
+	// event that was not an error). Until then the account is unknown: it may have been used
+	// up by other workers already, so it takes one starting generation at a time.
+	heard bool
 }
 
 // windowKey identifies a usage window: its limit family and its length.
@@ -61,6 +71,9 @@ type usageWindow struct {
 	since   int       // generations completed on the account since the report
 }
 
+// reportResolution is the smallest change of used percent a report is trusted to show.
+const reportResolution = 1.0
+
 // epsilon absorbs float noise in percent arithmetic (3 × 33.333… is not always 100).
 const epsilon = 1e-6
 
@@ -73,14 +86,20 @@ func newLimitState(ceiling float64) *limitState {
 
 // observe records a report received at now.
 func (s *limitState) observe(l codex.Limits, now time.Time, fallback time.Duration) {
+	s.heard = true
 	for _, w := range l.Windows {
 		if !w.ResetAt.IsZero() && !w.ResetAt.After(now) {
 			continue // a report about a period that has already ended
 		}
 		k := windowKey{w.Limit, w.Minutes}
 		old := s.windows[k]
-		if old != nil && old.since > 0 && w.UsedPercent > old.used {
+		switch {
+		case old != nil && old.since > 0 && w.UsedPercent > old.used:
 			s.steps[k] = (w.UsedPercent - old.used) / float64(old.since)
+		case old != nil && old.since > 0 && w.UsedPercent == old.used && s.steps[k] == 0:
+			// Completions that moved the report less than its resolution (a percent): each
+			// used less than 1/since of one, the bound projections use until a report moves.
+			s.steps[k] = reportResolution / float64(old.since)
 		}
 		s.windows[k] = &usageWindow{used: w.UsedPercent, resetAt: w.ResetAt}
 		if w.UsedPercent >= s.ceiling-epsilon {
@@ -122,6 +141,13 @@ func (s *limitState) coolDown(until time.Time, code, why string) {
 	}
 }
 
+// answered records that a generation on the account got a first event other than an error.
+func (s *limitState) answered() { s.heard = true }
+
+// unknown reports whether the origin has not yet answered for the account (see heard); never
+// for a record-only state.
+func (s *limitState) unknown() bool { return !s.heard && !s.recordOnly }
+
 // started counts a generation starting on the account.
 func (s *limitState) started() { s.inflight++ }
 
@@ -161,10 +187,10 @@ func (s *limitState) available(now time.Time) availability {
 		if projected >= s.ceiling-epsilon || (step > 0 && projected+step > s.ceiling+epsilon) {
 			a.lastCall = true
 		}
-		if step == 0 && w.since > 0 {
-			// Generations completed since the report and no step to project them by: what
-			// they used is unknown until the next report (which the next start brings), and a
-			// small window may be spent already.
+		if step == 0 && w.since+s.inflight > 0 {
+			// Generations completed since the report or running, and no step to project them
+			// by: what they use is unknown until the next report (which the next start
+			// brings), and a small window may be spent already, by this worker or others.
 			a.lastCall = true
 		}
 		a.headroom = min(a.headroom, max(0, (s.ceiling-projected)/s.ceiling))

@@ -157,18 +157,21 @@ func TestHeadroomIsTheTightestWindow(t *testing.T) {
 	}
 }
 
-// TestLastCallWhileTheStepIsUnknown: completions that no report covers yet, with no step to project
-// them by, put the account on its last call until the next report; a report that shows the step
-// ends it.
+// TestLastCallWhileTheStepIsUnknown: generations running or completed that no report covers
+// yet, with no step to project them by, put the account on its last call until the next report
+// (other workers may have spent a small budget already); a report that shows the step ends it.
 func TestLastCallWhileTheStepIsUnknown(t *testing.T) {
 	s := newLimitState(100)
 	reset := t0.Add(time.Hour)
 	s.observe(report(0, reset), t0, time.Minute)
+	if av := s.available(t0); av.lastCall {
+		t.Fatalf("nothing running: got %+v, want not the last call", av)
+	}
 	for range 4 { // a burst met the account before any report said what a generation uses
 		s.started()
 	}
-	if av := s.available(t0); av.lastCall {
-		t.Fatalf("nothing completed yet: got %+v, want not the last call", av)
+	if av := s.available(t0); !av.lastCall {
+		t.Fatalf("generations running and no step known: got %+v, want the last call", av)
 	}
 	s.finished(true)
 	if av := s.available(t0); !av.lastCall {
@@ -218,5 +221,28 @@ func TestRecordOnly(t *testing.T) {
 				t.Errorf("enforcing: got %+v, want cooling or on its last call", av)
 			}
 		})
+	}
+}
+
+// TestStepBoundedByResolution: a report that did not move over two completions bounds the step
+// by the report's resolution (1 percent) over them: the account is no longer on its last call
+// for want of a step, and nears it only within that bound of the ceiling.
+func TestStepBoundedByResolution(t *testing.T) {
+	s := newLimitState(100)
+	reset := t0.Add(time.Hour)
+	s.observe(report(40, reset), t0, time.Minute)
+	s.started()
+	s.finished(true)
+	s.started()
+	s.finished(true)
+	s.observe(report(40, reset), t0, time.Minute)
+	if got := s.steps[windowKey{"codex", 300}]; math.Abs(got-0.5) > 1e-9 {
+		t.Fatalf("step %v, want 0.5 (1 percent over 2 completions)", got)
+	}
+	for range 8 {
+		s.started()
+	}
+	if av := s.available(t0); av.lastCall {
+		t.Errorf("40%% used, 8 running at 0.5%% each: got %+v, want not the last call", av)
 	}
 }

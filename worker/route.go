@@ -1,7 +1,6 @@
 package worker
 
 import (
-	"container/list"
 	"context"
 	"fmt"
 	"math"
@@ -27,6 +26,10 @@ type account struct {
 	lim      *limitState // guarded by router.mu
 	starting int         // generations committed to it without a first event yet; guarded by router.mu
 
+	maxConcurrent int       // Account.MaxConcurrent: slots across the pool; 0 = no limit
+	leases        int       // slots this worker holds; guarded by router.mu
+	slotsFullAt   time.Time // when every slot was last found held; guarded by router.mu
+
 	requests, completed     atomic.Int64 // generations started on the account; of those, completed
 	limited, unauthorized   atomic.Int64 // refusals for limits (429) and credentials (401)
 	moved, cooldowns, fasts atomic.Int64 // moved to another account; cooldowns begun; fast answers naming it
@@ -40,7 +43,6 @@ type router struct {
 
 	mu       sync.Mutex
 	accounts []*account
-	affinity *affinity
 	holders  int           // generations waiting in hold
 	wake     chan struct{} // closed (and replaced) when a held generation should look again
 }
@@ -80,11 +82,18 @@ func (c choice) better(d choice) bool {
 
 // readiness estimates how long a new generation on a would wait to start: 0 with an idle pooled
 // socket (no upgrade) or a gate that grants a permit at once, else the gate's queue times its
-// spacing. take is false when a already has as many generations starting (committed, no first
+// spacing. take is false while a is unknown (limitState.heard) and a generation is starting on
+// it, and when a already has as many generations starting (committed, no first
 // event yet) as its gate lets upgrade at once: more would only queue in that gate, while another
 // account's gate may free up first. Estimates for ranking only; the gate itself decides.
 // r.mu is held.
-func (r *router) readiness(a *account) (delay time.Duration, take bool) {
+func (r *router) readiness(a *account, now time.Time) (delay time.Duration, take bool) {
+	if a.maxConcurrent > 0 && (a.leases >= a.maxConcurrent || now.Sub(a.slotsFullAt) < slotRetry) {
+		return 0, false // at its max_concurrent: in this worker, or in the pool a moment ago
+	}
+	if r.holding() && a.lim.unknown() && a.starting > 0 {
+		return 0, false // one generation at a time learns what the origin says of it
+	}
 	if a.codex.Stats().Idle > 0 {
 		return 0, true
 	}
@@ -119,8 +128,7 @@ func startLimit(s gate.Snapshot) int {
 // in one account's gate: only with several accounts (the one-account shortcut has one).
 func (r *router) holding() bool { return len(r.accounts) > 1 }
 
-// pick chooses the account for a generation with prompt cache key (may be empty) at now, leaving
-// out the accounts in tried, and counts the generation as started on it (release it with
+// pick chooses the account for a generation at now, leaving out the accounts in tried, and counts the generation as started on it (release it with
 // started at its first event and finish at its end). hold is true when accounts are usable but
 // none can take it yet: wait in hold and pick again. With no account to use it returns nil and,
 // when every account left is cooling down, the error to answer with (429, or 401 when
@@ -129,10 +137,13 @@ func (r *router) holding() bool { return len(r.accounts) > 1 }
 // The rules, in order:
 //  1. Accounts cooling down are left out, and so are accounts on their last call that already
 //     run a generation.
-//  2. With several accounts, one whose gate already has as many upgrades starting as it lets
-//     through at once takes no more for now: the generation waits for whichever account frees
+//  2. An account at its MaxConcurrent (the slots this worker holds, or all of the pool's a
+//     moment ago) takes nothing for now. With several accounts, one the origin has not answered for yet (it may be used up by
+//     other workers) takes one starting generation at a time, and one whose gate already has as
+//     many upgrades starting as it lets through at once takes no more for now: the generation waits for whichever account frees
 //     up first, instead of queueing behind one gate.
-//  3. A key that an account served last goes to it again, if it can start at once.
+//  3. The account the generation's session is bound to (want; nil = none) wins if it is not
+//     cooling down; while it cannot take the generation yet, the generation holds for it.
 //  4. The account that can start soonest wins; among those, one on its last call with nothing
 //     running (its last generation uses it up, or its report corrects a projection that counted
 //     a completion twice, or guessed a step); then the one with the most headroom per
@@ -140,7 +151,7 @@ func (r *router) holding() bool { return len(r.accounts) > 1 }
 //     then the most headroom; then the order of the configuration.
 //
 // Accounts on their last call are used concurrently only when nothing else is left.
-func (r *router) pick(now time.Time, key string, tried []*account) (a *account, hold bool, cerr *schemas.Error) {
+func (r *router) pick(now time.Time, want *account, tried []*account) (a *account, hold bool, cerr *schemas.Error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var best, busy *choice
@@ -165,7 +176,7 @@ func (r *router) pick(now time.Time, key string, tried []*account) (a *account, 
 			continue
 		}
 		var take bool
-		if c.delay, take = r.readiness(a); !take {
+		if c.delay, take = r.readiness(a, now); !take {
 			full = true
 			continue
 		}
@@ -173,12 +184,11 @@ func (r *router) pick(now time.Time, key string, tried []*account) (a *account, 
 			best = &c
 		}
 	}
-	if key != "" && best != nil {
-		if a := r.affinity.get(key); a != nil && a != best.a && !slices.Contains(tried, a) && r.usable(a, now) {
-			if d, take := r.readiness(a); take && d < startSlack {
-				best = &choice{a: a}
-			}
+	if want != nil && !slices.Contains(tried, want) && !want.lim.available(now).cooling {
+		if _, take := r.readiness(want, now); !take || !r.usable(want, now) {
+			return nil, true, nil // wait for it
 		}
+		best = &choice{a: want}
 	}
 	if best == nil && full {
 		return nil, true, nil
@@ -234,11 +244,14 @@ func (r *router) wakeLocked() {
 }
 
 // started records that a generation committed to a has its first event (or ended without one):
-// it is no longer starting.
-func (r *router) started(a *account) {
+// it is no longer starting. answered: that event was not an error (see limitState.heard).
+func (r *router) started(a *account, answered bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	a.starting--
+	if answered {
+		a.lim.answered()
+	}
 	r.wakeLocked()
 }
 
@@ -274,15 +287,56 @@ func (r *router) coolingError(a *account, now time.Time) *schemas.Error {
 const codeUnauthorized = "unauthorized"
 
 // finish releases a generation pick started on a: completed counts it towards the account's
-// projected usage and remembers the account for key.
-func (r *router) finish(a *account, key string, completed bool) {
+// projected usage.
+func (r *router) finish(a *account, completed bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	a.lim.finished(completed)
-	if completed && key != "" {
-		r.affinity.put(key, a)
-	}
 	r.wakeLocked()
+}
+
+// unpick undoes pick for a generation that could not lease a slot of a.
+func (r *router) unpick(a *account) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	a.lim.finished(false)
+	a.starting--
+	a.requests.Add(-1)
+	r.wakeLocked()
+}
+
+// slotsFull records that every slot of a was held at now.
+func (r *router) slotsFull(a *account, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	a.slotsFullAt = now
+}
+
+// leased counts slots of a this worker takes (n = 1) or gives back (n = -1).
+func (r *router) leased(a *account, n int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	a.leases += n
+	if n < 0 {
+		r.wakeLocked()
+	}
+}
+
+// named returns the account called name; nil when the worker has none of that name.
+func (r *router) named(name string) *account {
+	for _, a := range r.accounts {
+		if a.name == name {
+			return a
+		}
+	}
+	return nil
+}
+
+// cooling reports whether a is cooling down at now.
+func (r *router) cooling(a *account, now time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return a.lim.available(now).cooling
 }
 
 // refuse records that the origin refused a: it cools down (unless its limits are record-only)
@@ -327,43 +381,4 @@ func (r *router) earliest(now time.Time) (time.Time, bool) {
 		}
 	}
 	return t, !t.IsZero()
-}
-
-// affinity remembers which account served a prompt cache key last, for the max most recent keys.
-// Not safe for concurrent use (router.mu guards it).
-type affinity struct {
-	max   int
-	order *list.List // of *affinityEntry, most recent first
-	keys  map[string]*list.Element
-}
-
-type affinityEntry struct {
-	key string
-	a   *account
-}
-
-func newAffinity(max int) *affinity {
-	return &affinity{max: max, order: list.New(), keys: map[string]*list.Element{}}
-}
-
-func (f *affinity) get(key string) *account {
-	if e, ok := f.keys[key]; ok {
-		f.order.MoveToFront(e)
-		return e.Value.(*affinityEntry).a
-	}
-	return nil
-}
-
-func (f *affinity) put(key string, a *account) {
-	if e, ok := f.keys[key]; ok {
-		e.Value.(*affinityEntry).a = a
-		f.order.MoveToFront(e)
-		return
-	}
-	f.keys[key] = f.order.PushFront(&affinityEntry{key: key, a: a})
-	for f.order.Len() > f.max {
-		old := f.order.Back()
-		f.order.Remove(old)
-		delete(f.keys, old.Value.(*affinityEntry).key)
-	}
 }

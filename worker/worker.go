@@ -34,6 +34,8 @@ type Worker struct {
 	obs    Observer
 	coord  codex.Coordinator // shares logins between workers; nil = each worker on its own
 	policy policy            // accountsPolicy with Config.Accounts, else shortcutPolicy
+	sticky *sticky           // nil = no sticky routing (Config.NoSticky)
+	slots  Slots             // leases of Account.MaxConcurrent slots
 
 	// lastSpacing is the gate spacing (ns) the last debug gate line reported per account, to log
 	// changes.
@@ -50,6 +52,12 @@ type Options struct {
 	// a time, rotated tokens to everyone): queue.CredentialStore. Nil = shared with this
 	// machine's other processes only, through the file.
 	Coordinator codex.Coordinator
+	// Slots counts the generations of accounts with a MaxConcurrent across the pool:
+	// queue.LeaseStore. Nil = this process's generations only.
+	Slots Slots
+	// Bindings holds the sticky bindings of sessions to accounts, shared with the pool:
+	// queue.SessionStore. Nil = this process remembers the Config.AffinityKeys most recent ones.
+	Bindings Bindings
 }
 
 // Generation is what a worker observes about one generation, for metrics.
@@ -94,6 +102,15 @@ func New(cfg Config, opts Options) (*Worker, error) {
 	if cfg.AffinityKeys <= 0 {
 		cfg.AffinityKeys = DefaultAffinityKeys
 	}
+	if cfg.StickyWait <= 0 {
+		cfg.StickyWait = DefaultStickyWait
+	}
+	if cfg.AccountQueueTimeout <= 0 {
+		cfg.AccountQueueTimeout = DefaultAccountQueueTimeout
+	}
+	if cfg.StickyRefresh <= 0 {
+		cfg.StickyRefresh = DefaultStickyRefresh
+	}
 	if _, err := gate.ParseMode(string(cfg.Gate.Mode)); err != nil {
 		return nil, fmt.Errorf("worker: %w", err)
 	}
@@ -110,7 +127,10 @@ func New(cfg Config, opts Options) (*Worker, error) {
 	}
 	w := &Worker{cfg: cfg, id: cfg.ID, log: log, obs: opts.Observer, coord: opts.Coordinator, policy: p,
 		lastSpacing: make([]atomic.Int64, len(accts)),
-		router:      &router{cooldown: cfg.Cooldown, affinity: newAffinity(cfg.AffinityKeys)}}
+		router:      &router{cooldown: cfg.Cooldown}, sticky: newSticky(cfg, opts.Bindings), slots: opts.Slots}
+	if w.slots == nil {
+		w.slots = &memSlots{}
+	}
 	for i, ac := range accts {
 		a, err := w.newAccount(i, ac, opts.Version)
 		if err != nil {
@@ -156,7 +176,7 @@ func (w *Worker) newAccount(i int, ac Account, version string) (*account, error)
 		source = ac.source
 	}
 	a := &account{index: i, name: ac.Name, identity: identity(creds), source: source,
-		gate: gate.New(w.cfg.Gate), lim: newLimitState(ac.MaxUsedPercent)}
+		gate: gate.New(w.cfg.Gate), lim: newLimitState(ac.MaxUsedPercent), maxConcurrent: ac.MaxConcurrent}
 	a.lim.recordOnly = !w.policy.enforce
 	var src codex.TokenSource
 	if creds.Source != "env" && ac.Token == "" { // a login file: kept fresh for as long as the worker runs
@@ -220,6 +240,8 @@ func checkAccounts(accts []Account) error {
 			return fmt.Errorf("worker: account name %q is used twice", a.Name)
 		case a.MaxUsedPercent < 0 || a.MaxUsedPercent > 100 || math.IsNaN(a.MaxUsedPercent):
 			return fmt.Errorf("worker: account %q: MaxUsedPercent must be between 0 and 100, got %v", a.Name, a.MaxUsedPercent)
+		case a.MaxConcurrent < 0:
+			return fmt.Errorf("worker: account %q: MaxConcurrent must not be negative, got %d", a.Name, a.MaxConcurrent)
 		}
 		seen[a.Name] = true
 	}

@@ -27,6 +27,7 @@ Examples:
   codexpool bench --compare reference,adaptive --reuse=false --upgrade-rate 5 --upgrade-burst 5 --latency 500ms --concurrency 60
   codexpool bench --jobs --workers 2 --max-inflight 64 --concurrency 128 --requests 10000 --latency 200ms
   codexpool bench --accounts two.yaml --account-counts 1,2 --reuse=false --latency 500ms --concurrency 60
+  codexpool bench --accounts three.yaml --workers 4 --sessions 20 --turns 10 --latency 200ms
 `
 
 func runBench(ctx context.Context, e env, args []string) error {
@@ -59,6 +60,8 @@ type benchOptions struct {
 	plot       string
 	timeline   bool
 	minSpeedup float64
+	sessions   int // > 0: the sessions scenario (sticky on, off, one account) instead
+	turns      int
 }
 
 // benchLists are the bench flags that are parsed into benchOptions after the flags are.
@@ -95,6 +98,8 @@ func benchFlags(fs *flags) (*benchOptions, func() error) {
 	fs.BoolVar(&cfg.Jobs, "jobs", false, "also run every scenario as a batch of durable jobs (JetStream), side by side with codex.generate")
 	fs.StringVar(&l.accountsFile, "accounts", "", "the simulator's accounts file (as for sim --accounts; every account needs a token); the workers get them as CODEXPOOL_ACCOUNTS")
 	fs.StringVar(&l.acctCounts, "account-counts", "", "with --accounts: run each scenario with the workers using the first N accounts, for each N of this comma list (e.g. 1,2; default all)")
+	fs.IntVar(&o.sessions, "sessions", 0, "with --accounts: run N concurrent conversations of --turns turns (session_id header, each turn resending the conversation) with sticky routing on, off, and on one account, side by side")
+	fs.IntVar(&o.turns, "turns", 10, "turns per conversation of --sessions")
 	cfg.Sim = codextest.Options{Latency: time.Second}
 	bindSimFlags(fs.FlagSet, &cfg.Sim)
 	return o, func() error { return l.apply(o) }
@@ -198,6 +203,9 @@ func benchMain(ctx context.Context, e env, o benchOptions) error {
 		return fmt.Errorf("bench: find own executable: %w", err)
 	}
 	o.Exe, o.Progress = exe, e.stderr
+	if o.sessions > 0 {
+		return benchSessions(ctx, e, o)
+	}
 	results, err := bench.Run(ctx, o.Config)
 	if o.jsonOut {
 		enc := json.NewEncoder(e.stdout)
@@ -231,6 +239,22 @@ func benchMain(ctx context.Context, e env, o benchOptions) error {
 		if r.Failed > 0 {
 			return exitError{code: 1, msg: fmt.Sprintf("bench: %d of %d requests failed in mode %s at concurrency %d", r.Failed, r.Requests, r.Mode, r.Concurrency)}
 		}
+	}
+	return nil
+}
+
+// benchSessions runs and reports the sessions scenario (--sessions).
+func benchSessions(ctx context.Context, e env, o benchOptions) error {
+	rows, err := bench.RunSticky(ctx, o.Config, o.sessions, o.turns)
+	if o.jsonOut {
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(rows)
+	} else if len(rows) > 0 {
+		bench.PrintSticky(e.stdout, rows)
+	}
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
 	}
 	return nil
 }

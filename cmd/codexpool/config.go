@@ -274,15 +274,20 @@ type workerConfig struct {
 
 	MetricsAddr string `env:"METRICS_ADDR" key:"metrics.addr" desc:"where to serve Prometheus /metrics, /healthz and /readyz, e.g. 127.0.0.1:9464; empty = off"`
 
-	Jobs              string        `env:"JOBS" key:"jobs.mode" desc:"durable jobs: auto (consume them when the server has JetStream), on (fail at start without it), off"`
-	JobsReplicas      int           `env:"JOBS_REPLICAS" key:"jobs.replicas" desc:"replicas of the jobs stream and the results bucket when this worker creates them (3 on a cluster)"`
-	JobsDedup         time.Duration `env:"JOBS_DEDUP" key:"jobs.dedup" desc:"the stream's duplicate window: a Nats-Msg-Id seen within it is dropped"`
-	JobsAckWait       time.Duration `env:"JOBS_ACK_WAIT" key:"jobs.ack_wait" desc:"a job whose worker went silent this long is delivered again"`
-	JobsMaxAttempts   int           `env:"JOBS_MAX_ATTEMPTS" key:"jobs.max_attempts" desc:"deliveries of a job that fails with 403, 429, 5xx or 504 before its error is the result"`
-	JobsMaxAckPending int           `env:"JOBS_MAX_ACK_PENDING" key:"jobs.max_ack_pending" desc:"jobs in flight across the pool (the consumer's MaxAckPending): at least the sum of every worker's MAX_INFLIGHT"`
-	ResultsTTL        time.Duration `env:"RESULTS_TTL" key:"jobs.results_ttl" desc:"how long a job's result stays in the results bucket"`
-	Accounts          string        `env:"ACCOUNTS" key:"accounts.file" desc:"accounts file (YAML or JSON list of {name, auth_file | token | token_env, account_id, max_used_percent}); replaces the CODEXPOOL_CODEX_TOKEN/ACCOUNT_ID/AUTH_FILE account"`
-	AccountCooldown   time.Duration `env:"ACCOUNT_COOLDOWN" key:"accounts.cooldown" desc:"with CODEXPOOL_ACCOUNTS: how long an account refused for limits or credentials stays out when the origin gives no reset time"`
+	Jobs                string        `env:"JOBS" key:"jobs.mode" desc:"durable jobs: auto (consume them when the server has JetStream), on (fail at start without it), off"`
+	JobsReplicas        int           `env:"JOBS_REPLICAS" key:"jobs.replicas" desc:"replicas of the jobs stream and the results bucket when this worker creates them (3 on a cluster)"`
+	JobsDedup           time.Duration `env:"JOBS_DEDUP" key:"jobs.dedup" desc:"the stream's duplicate window: a Nats-Msg-Id seen within it is dropped"`
+	JobsAckWait         time.Duration `env:"JOBS_ACK_WAIT" key:"jobs.ack_wait" desc:"a job whose worker went silent this long is delivered again"`
+	JobsMaxAttempts     int           `env:"JOBS_MAX_ATTEMPTS" key:"jobs.max_attempts" desc:"deliveries of a job that fails with 403, 429, 5xx or 504 before its error is the result"`
+	JobsMaxAckPending   int           `env:"JOBS_MAX_ACK_PENDING" key:"jobs.max_ack_pending" desc:"jobs in flight across the pool (the consumer's MaxAckPending): at least the sum of every worker's MAX_INFLIGHT"`
+	ResultsTTL          time.Duration `env:"RESULTS_TTL" key:"jobs.results_ttl" desc:"how long a job's result stays in the results bucket"`
+	Accounts            string        `env:"ACCOUNTS" key:"accounts.file" desc:"accounts file (YAML or JSON list of {name, auth_file | token | token_env, account_id, max_used_percent, max_concurrent}); replaces the CODEXPOOL_CODEX_TOKEN/ACCOUNT_ID/AUTH_FILE account"`
+	AccountCooldown     time.Duration `env:"ACCOUNT_COOLDOWN" key:"accounts.cooldown" desc:"with CODEXPOOL_ACCOUNTS: how long an account refused for limits or credentials stays out when the origin gives no reset time"`
+	Sticky              bool          `env:"STICKY" key:"accounts.sticky" desc:"sticky routing: requests of one session (X-Claude-Code-Session-Id with X-Claude-Code-Agent-Id, else session_id, else the body's prompt_cache_key) go to the same account, so its prompt cache serves them"`
+	StickyTTL           time.Duration `env:"STICKY_TTL" key:"accounts.sticky_ttl" desc:"how long a session's binding to an account lasts after its last use (entries of the sticky bucket, when this worker creates it)"`
+	StickyBucket        string        `env:"STICKY_BUCKET" key:"accounts.sticky_bucket" desc:"JetStream key-value bucket of the pool's session bindings, shared by every worker; without JetStream each worker keeps its own"`
+	AccountQueueTimeout time.Duration `env:"ACCOUNT_QUEUE_TIMEOUT" key:"accounts.queue_timeout" desc:"longest a request waits when the accounts it may use are at their max_concurrent (accounts file), then 429 worker_busy with retry_after_ms"`
+	AccountLeaseTTL     time.Duration `env:"ACCOUNT_LEASE_TTL" key:"accounts.lease_ttl" desc:"max_concurrent slots are leases in JetStream, renewed every third of this: a killed worker's slots come back this long after (when this worker creates the bucket)"`
 
 	CodexURL            string        `env:"CODEX_URL" key:"codex.url" desc:"Codex origin; http(s) and ws(s) accepted"`
 	CodexToken          string        `env:"CODEX_TOKEN" key:"codex.token" secret:"true" desc:"bearer token (API key or ChatGPT access token)"`
@@ -330,6 +335,8 @@ func defaultWorkerConfig() workerConfig {
 		GateScope: "host", ForbiddenBudget: 10 * time.Second, ReplyPrefixes: "_INBOX.", MaxInflight: 256, RequestTimeout: 10 * time.Minute,
 		ConnectTimeout: 15 * time.Second, IdleTimeout: 5 * time.Minute, ShutdownGrace: 30 * time.Second,
 		LogLevel: "info", LogFormat: "auto", AccountCooldown: 30 * time.Second,
+		Sticky: true, StickyTTL: time.Hour, StickyBucket: "CODEXPOOL_SESSIONS",
+		AccountQueueTimeout: 30 * time.Second, AccountLeaseTTL: 6 * time.Second,
 	}
 }
 
@@ -443,6 +450,14 @@ func (c workerConfig) validateOrigin() error {
 		return bad("CREDENTIALS_REPLICAS", "must be 1 to 5, got %d", c.CredentialsReplicas)
 	case c.CredentialsBucket == "" || strings.ContainsAny(c.CredentialsBucket, " \t\r\n.*>"):
 		return bad("CREDENTIALS_BUCKET", "must be a bucket name (letters, digits, - and _), got %q", c.CredentialsBucket)
+	case c.StickyBucket == "" || strings.ContainsAny(c.StickyBucket, " \t\r\n.*>"):
+		return bad("STICKY_BUCKET", "must be a bucket name (letters, digits, - and _), got %q", c.StickyBucket)
+	case c.StickyTTL < time.Second:
+		return bad("STICKY_TTL", "must be at least 1s, got %s", c.StickyTTL)
+	case c.AccountQueueTimeout <= 0:
+		return bad("ACCOUNT_QUEUE_TIMEOUT", "must be positive, got %s", c.AccountQueueTimeout)
+	case c.AccountLeaseTTL < time.Second:
+		return bad("ACCOUNT_LEASE_TTL", "must be at least 1s, got %s", c.AccountLeaseTTL)
 	}
 	if u, err := url.Parse(c.CodexRefreshURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return bad("CODEX_REFRESH_URL", "must be an http(s) URL, got %q", c.CodexRefreshURL)
@@ -528,9 +543,12 @@ func (c workerConfig) worker(accts []worker.Account) worker.Config {
 		Gate:           gate.Config{Mode: mode, Floor: c.WSConnectSpacing},
 		Policy: gate.Policy{ForbiddenCooldown: c.ForbiddenCooldown,
 			ConnectTimeout: c.ConnectTimeout, ForbiddenBudget: c.ForbiddenBudget},
-		NoReuse:        !c.WSReuse,
-		MaxIdleSockets: c.MaxInflight,
-		IdleTimeout:    c.IdleTimeout,
+		NoReuse:             !c.WSReuse,
+		MaxIdleSockets:      c.MaxInflight,
+		IdleTimeout:         c.IdleTimeout,
+		NoSticky:            !c.Sticky,
+		StickyRefresh:       max(c.StickyTTL/4, time.Second),
+		AccountQueueTimeout: c.AccountQueueTimeout,
 	}
 }
 

@@ -355,13 +355,15 @@ func (m *workerMain) startWorker(ctx context.Context) (func(), error) {
 	if m.met != nil {
 		obs = m.met
 	}
+	slots, closeSlots := leaseStore(ctx, m.nc, m.cfg, m.accts, m.log)
 	w, err := worker.New(m.cfg.worker(m.accts), worker.Options{Logger: m.log, Version: getVersion(), Observer: obs,
-		Coordinator: credentialStore(ctx, m.nc, m.cfg, m.log)})
+		Coordinator: credentialStore(ctx, m.nc, m.cfg, m.log), Bindings: stickyStore(ctx, m.nc, m.cfg, m.log), Slots: slots})
 	if err != nil {
+		closeSlots()
 		return nil, err
 	}
 	m.w = w
-	return func() { _ = w.Close() }, nil
+	return func() { _ = w.Close(); closeSlots() }, nil
 }
 
 // startService subscribes: from here on requests arrive. A failure later in the start closes the

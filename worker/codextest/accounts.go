@@ -77,6 +77,8 @@ type AccountStats struct {
 	RefreshInvalidated int64         `json:"refresh_invalidated"` // of those, answered refresh_token_invalidated
 	InputTokens        int64         `json:"input_tokens"`        // usage.input_tokens summed over the responses started
 	CachedTokens       int64         `json:"cached_tokens"`       // of those, cached_tokens: the account's prompt cache hits
+	InFlight           int64         `json:"in_flight"`           // responses of the account running now
+	MaxConcurrent      int64         `json:"max_concurrent"`      // the most that ran at once (since ResetStats)
 	ToolCalls          int64         `json:"tool_calls"`          // function_call items of the responses started
 	Windows            []WindowStats `json:"windows,omitempty"`   // usage per window, in Account.Windows order
 }
@@ -105,6 +107,7 @@ type acctCounters struct {
 	responses, sse, completed, accepted, rejected, rejected403, unauthorized, usageLimited atomic.Int64
 	refreshCalls, refreshOK, refreshReused, refreshInvalidated                             atomic.Int64
 	tokens                                                                                 tokenCounters
+	inflight                                                                               concurrency
 }
 
 func (c *acctCounters) reset() {
@@ -114,6 +117,7 @@ func (c *acctCounters) reset() {
 		v.Store(0)
 	}
 	c.tokens.reset()
+	c.inflight.resetMax()
 }
 
 // windowState is a Window and its current period. The zero start means "not used yet".
@@ -250,6 +254,8 @@ func (a *account) stats(now time.Time) AccountStats {
 		CachedTokens:       c.tokens.cached.Load(),
 		ToolCalls:          c.tokens.calls.Load(),
 		Windows:            a.usage(now, false),
+		InFlight:           c.inflight.cur.Load(),
+		MaxConcurrent:      c.inflight.max.Load(),
 	}
 }
 

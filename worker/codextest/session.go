@@ -89,8 +89,15 @@ func (sc *session) run() {
 		ageC = t.C
 	}
 	var g *generation
+	conc := inflightOf(sc.acct)
+	defer func() {
+		if g != nil {
+			conc.leave()
+		}
+	}()
 	for {
 		var ok bool
+		prev := g
 		select {
 		case data := <-sc.frames:
 			g, ok = sc.frame(g, data, timer)
@@ -107,6 +114,15 @@ func (sc *session) run() {
 				sc.s.abort(sc.epoch)
 			}
 			return
+		}
+		switch {
+		case prev == nil && g != nil:
+			conc.enter()
+		case prev != nil && g != prev:
+			conc.leave()
+			if g != nil {
+				conc.enter()
+			}
 		}
 		if !ok {
 			if g != nil && sc.lost {

@@ -61,6 +61,9 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.conns.removeStream(st)
+	conc := inflightOf(acct)
+	conc.enter()
+	defer conc.leave()
 	s.runStream(w, r, st, acct, steps, epoch)
 }
 
