@@ -118,6 +118,7 @@ type errorBody struct {
 	PlanType        string `json:"plan_type,omitempty"`
 	ResetsAt        int64  `json:"resets_at,omitempty"`
 	ResetsInSeconds int    `json:"resets_in_seconds,omitempty"`
+	Param           string `json:"param,omitempty"`
 }
 
 type errorEvent struct {
@@ -216,10 +217,12 @@ type step struct {
 
 // genRequest is what the server takes from a response.create frame.
 type genRequest struct {
-	Model    string            `json:"model"`
-	Input    json.RawMessage   `json:"input"`
-	Generate *bool             `json:"generate"`
-	Metadata map[string]string `json:"metadata"`
+	Model    string          `json:"model"`
+	Input    json.RawMessage `json:"input"`
+	Generate *bool           `json:"generate"`
+	// PreviousResponseID continues a response made on the same socket (continue.go).
+	PreviousResponseID string            `json:"previous_response_id"`
+	Metadata           map[string]string `json:"metadata"`
 	// Instructions, Tools and Include are kept raw: a shape the server does not read must not
 	// fail the frame.
 	Instructions json.RawMessage `json:"instructions"`
