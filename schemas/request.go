@@ -14,6 +14,8 @@ type Request struct {
 	ID string
 	// Model is the requested model, "" when the request names none.
 	Model string
+	// Session is the Codex-Session-Id the request came with, "" for none. Set by queue.
+	Session string
 	// Stream is true when the client asked for a streamed reply.
 	Stream bool
 	// fields holds every top-level field of the request as received (raw JSON values).
