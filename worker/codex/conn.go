@@ -41,6 +41,7 @@ type conn struct {
 	id     string
 	born   time.Time
 	redact redactor // the credentials the socket was opened with: what the origin could echo
+	pin    *Pin     // the session the socket is reserved for; nil = pooled (set by its generation)
 
 	state     atomic.Int32
 	ended     atomic.Bool // the reader has stopped reading (set before it looks at state)
