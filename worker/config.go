@@ -63,6 +63,9 @@ type Config struct {
 	// AffinityKeys bounds how many prompt_cache_key values the worker remembers the account of
 	// (least recently used forgotten first); default DefaultAffinityKeys.
 	AffinityKeys int
+	// SessionIdleTimeout is how long a session (schemas.Request.Session) keeps its reserved
+	// upstream socket without a turn; default DefaultSessionIdleTimeout.
+	SessionIdleTimeout time.Duration
 }
 
 // Account is one set of Codex credentials of a Worker (Config.Accounts). ParseAccounts and

@@ -28,6 +28,11 @@ func (w *Worker) Generate(ctx context.Context, req *schemas.Request, emit func(e
 		return nil, schemas.Errorf(schemas.CodeInvalidRequest, "%v", err)
 	}
 	g := &generation{w: w, req: req, emit: emit, frame: frame, key: req.PromptCacheKey(), start: start}
+	if err := g.enterSession(ctx); err != nil {
+		g.report(ctx, err)
+		return nil, err
+	}
+	defer g.leaveSession()
 	err = g.route(ctx)
 	err = g.release(err)
 	out, err := g.reply(err)
@@ -44,6 +49,8 @@ type generation struct {
 	frame []byte                   // the upstream request
 	key   string                   // the prompt cache key; "" = none
 	start time.Time
+	sess  *session // the session the request belongs to; nil for none (session.go)
+	cont  bool     // the request continues a response of sess (previous_response_id)
 
 	tried      []*account    // accounts picked, in order; the last is the one trying (or that tried)
 	try        attempt       // what the last account's try has seen
@@ -79,12 +86,15 @@ func (g *generation) account() *account {
 func (g *generation) route(ctx context.Context) error {
 	var err error
 	for {
-		a, hold, cerr := g.w.router.pick(time.Now(), g.key, g.tried)
+		a, hold, cerr := g.w.router.pick(time.Now(), g.key, g.excluded())
 		if hold {
 			if herr := g.hold(ctx); herr != nil {
 				return herr
 			}
 			continue
+		}
+		if a == nil && g.cont {
+			return errNotFound("the session's account cannot take it now")
 		}
 		if a == nil {
 			return g.w.noAccountLeft(err, cerr)
@@ -108,7 +118,7 @@ func (g *generation) hold(ctx context.Context) error {
 func (g *generation) run(ctx context.Context, a *account) error {
 	g.tried = append(g.tried, a)
 	g.try = attempt{}
-	res, err := a.codex.Generate(ctx, g.frame, g.onEvent)
+	res, err := g.upstream(ctx, a)
 	if g.try.events == 0 {
 		g.w.router.started(a) // it never got that far
 	}
@@ -152,7 +162,7 @@ func (g *generation) onEvent(ev codex.Event) error {
 // limits or credentials, and the caller has seen nothing of it.
 func (g *generation) moveOn(ctx context.Context, a *account, err error) bool {
 	reason := g.w.refused(a, err)
-	if reason == "" || !g.try.onlyRefusal() || !g.w.policy.move || ctx.Err() != nil {
+	if reason == "" || g.cont || !g.try.onlyRefusal() || !g.w.policy.move || ctx.Err() != nil {
 		return false
 	}
 	a.moved.Add(1)

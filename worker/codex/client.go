@@ -162,8 +162,9 @@ func (c *Client) Close() error {
 	idle := c.idle
 	c.idle = nil
 	for cn := range c.pinned {
-		idle = append(idle, cn)
-		cn.state.Store(stateIdle) // closed below like the idle ones
+		if cn.state.CompareAndSwap(statePinned, stateIdle) { // closed below like the idle ones
+			idle = append(idle, cn)
+		}
 	}
 	clear(c.pinned)
 	c.mu.Unlock()

@@ -75,6 +75,10 @@ func (cn *conn) read() {
 				cn.c.log.Debug("codex: idle socket ended", "socket", cn.id, "err", err)
 				cn.c.forget(cn)
 				cn.close(false)
+			} else if cn.state.CompareAndSwap(statePinned, stateDead) {
+				cn.c.log.Debug("codex: pinned socket ended", "socket", cn.id, "err", err)
+				cn.c.unpin(cn)
+				cn.close(false)
 			}
 			return
 		}

@@ -11,6 +11,10 @@ import (
 // origin's connection-local state the continuation needs is gone.
 var ErrPinLost = errors.New("codex: the session's socket is gone")
 
+// statePinned is the state of a socket a Pin holds between its generations: its reader closes it
+// when the origin ends it.
+const statePinned = stateDead + 1
+
 // A Pin reserves one upstream socket for a session: the generations run through it use the
 // same socket, one at a time, so the origin's connection-local state (previous_response_id) is
 // there for the next one. The socket is not returned to the pool until Release. Make one with
@@ -70,7 +74,7 @@ func (p *Pin) take() *conn {
 	_, mine := c.pinned[cn]
 	delete(c.pinned, cn)
 	c.mu.Unlock()
-	if !mine { // Close took it
+	if !mine || !cn.state.CompareAndSwap(statePinned, stateLeased) { // Close or its reader took it
 		return nil
 	}
 	if cn.ended.Load() || !cn.drainHealthy() {
@@ -95,8 +99,24 @@ func (c *Client) keep(p *Pin, cn *conn) {
 		return
 	}
 	c.pinned[cn] = struct{}{}
+	cn.state.Store(statePinned)
 	c.mu.Unlock()
 	p.cn = cn // under p.mu: keep runs inside the pin's Generate
+	// The origin may have ended the socket before its reader could tell it was pinned.
+	if cn.ended.Load() && cn.state.CompareAndSwap(statePinned, stateDead) {
+		c.unpin(cn)
+		cn.close(false)
+	}
+}
+
+// unpin removes a socket that ended from the pinned set.
+func (c *Client) unpin(cn *conn) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.pinned[cn]; ok {
+		delete(c.pinned, cn)
+		c.discarded.Add(1)
+	}
 }
 
 // Release ends the reservation: the socket goes back to the pool (or is closed), and later
