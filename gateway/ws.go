@@ -158,13 +158,15 @@ func (s *wsSession) turn(ctx context.Context, req request) bool {
 	defer cancel()
 	ctx, stop := s.g.whileConnected(ctx)
 	defer stop()
+	id, start := newRequestID(s.owner), time.Now()
 	hdr := nats.Header{}
-	hdr.Set(schemas.HeaderRequestID, newRequestID(s.owner))
+	hdr.Set(schemas.HeaderRequestID, id)
 	var werr error
 	_, err := s.sess.Stream(ctx, req.body, hdr, func(ev []byte) error {
 		werr = s.write(ev)
 		return werr
 	})
+	s.logTurn(id, start, err)
 	if werr != nil {
 		return false
 	}
@@ -175,6 +177,19 @@ func (s *wsSession) turn(ctx context.Context, req request) bool {
 		return false // the client went away
 	}
 	return s.writeError(s.g.poolError(ctx, err)) == nil
+}
+
+// logTurn writes the one line of a turn: a WebSocket turn is a request of its own.
+func (s *wsSession) logTurn(id string, start time.Time, err error) {
+	code := "ok"
+	if e, ok := schemas.AsError(err); ok {
+		code = string(e.Code)
+	} else if err != nil {
+		code = "error"
+	}
+	s.g.log.LogAttrs(context.Background(), slog.LevelInfo, "websocket turn", slog.String("request_id", id),
+		slog.String("session", s.sess.ID()), slog.String("worker", s.sess.Worker()), slog.String("code", code),
+		slog.Duration("duration", time.Since(start)))
 }
 
 // write sends one event frame, within Config.WriteTimeout.
