@@ -19,7 +19,7 @@ const MaxNesting = 128
 
 // Why the fields a stateless pool cannot honour are refused, in the order they are checked.
 var forbidden = []struct{ field, why string }{
-	{"previous_response_id", `only in a session: send the Codex-Session-Id header (see the contract's "Sessions"), or the whole conversation in "input"`},
+	{"previous_response_id", `only in a session (the Codex-Session-Id header over NATS, the WebSocket of GET /v1/responses on the gateway); otherwise send the whole conversation in "input"`},
 	{"background", `not supported: a background response must be stored and polled later, which a stateless pool cannot do; use "stream": true for long generations`},
 }
 
