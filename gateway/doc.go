@@ -30,6 +30,8 @@
 //   - GET /v1/models, GET /v1/models/{id}: Config.Models in the OpenAI list shape.
 //   - GET /healthz (the process is up), GET /readyz (NATS connected and a worker answers the
 //     micro ping; the verdict is cached for Config.ReadyTTL). Neither needs a key.
+//   - GET /dashboard, /dashboard/*: Config.Dashboard (package gateway/dashboard), to a key as
+//     Bearer or as a Basic password; without keys, to loopback callers only.
 //
 // # What is changed on the way
 //

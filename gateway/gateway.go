@@ -27,7 +27,7 @@ const (
 	DefaultReadyTTL        = 2 * time.Second
 	DefaultReadyTimeout    = time.Second
 	DefaultWriteTimeout    = 30 * time.Second
-	DefaultUnavailableWait = 5 * time.Second
+	DefaultUnavailableWait = 3 * time.Second
 )
 
 // Config configures a Gateway. The zero value of every field is its documented default.
@@ -71,6 +71,11 @@ type Config struct {
 	ModelMap anthropic.ModelMap
 	// Jobs serves "background": true; nil refuses it with 400 (param "background").
 	Jobs Jobs
+	// Dashboard serves GET /dashboard and /dashboard/* (package gateway/dashboard) to callers
+	// with a key, as Authorization: Bearer or as the password of HTTP Basic authentication (which
+	// a browser asks for), or, without keys, to loopback callers as /v1/* (see localOnly). Nil:
+	// those paths are 404.
+	Dashboard http.Handler
 	// Logger gets one line per request (message "request") and, at debug, request bodies.
 	// Default: discard.
 	Logger *slog.Logger
@@ -143,6 +148,7 @@ type outcome struct {
 	err    string // the message of an error answer
 	// upstream is the origin's own error code, when there is one.
 	upstream string
+	quiet    bool // logged at debug: a dashboard's polls
 }
 
 func ok(status int) outcome { return outcome{status: status, code: "ok"} }
@@ -167,6 +173,8 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	level := slog.LevelInfo
 	if o.status >= 500 {
 		level = slog.LevelWarn
+	} else if o.quiet {
+		level = slog.LevelDebug
 	}
 	if !g.log.Enabled(r.Context(), level) {
 		return
@@ -206,6 +214,9 @@ func (g *Gateway) route(w http.ResponseWriter, r *http.Request, c call) outcome 
 		return g.healthz(w, r)
 	case "/readyz":
 		return g.readyz(w, r)
+	}
+	if p == "/dashboard" || strings.HasPrefix(p, "/dashboard/") {
+		return g.dashboard(w, r)
 	}
 	if !strings.HasPrefix(p, "/v1/") {
 		return g.notFound(w, r)

@@ -8,6 +8,8 @@ import (
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
+
+	"github.com/codexpool/codexpool/worker/codextest"
 )
 
 // sdkModel is a Claude model name: the gateway maps it to the pool's default model.
@@ -23,7 +25,7 @@ func anthropicClient(p *pool, apiKey string) anthropic.Client {
 func checkSDKMessage(t *testing.T, m *anthropic.Message) {
 	t.Helper()
 	if m.StopReason != anthropic.StopReasonEndTurn || len(m.Content) != 2 || m.Content[0].Type != "thinking" ||
-		!strings.HasPrefix(m.Content[0].Signature, "codexpool:v1:") || len(strings.Fields(m.Content[1].Text)) != words {
+		!strings.HasPrefix(m.Content[0].Signature, "codexpool:v1:") || len(strings.Fields(strings.TrimPrefix(m.Content[1].Text, codextest.AnswerPrefix))) != words {
 		t.Errorf("got %s, want a signed thinking block and one text block of %d words ending end_turn", m.RawJSON(), words)
 	}
 }

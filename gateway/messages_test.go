@@ -65,7 +65,7 @@ func TestMessagesText(t *testing.T) {
 	}
 	// The simulator adds a reasoning item (the request includes its encrypted content): a
 	// thinking block first, then the text.
-	if len(m.Content) != 2 || m.Content[0].Type != "thinking" || m.Content[1].Type != "text" || len(strings.Fields(m.Content[1].Text)) != words {
+	if len(m.Content) != 2 || m.Content[0].Type != "thinking" || m.Content[1].Type != "text" || len(strings.Fields(strings.TrimPrefix(m.Content[1].Text, codextest.AnswerPrefix))) != words {
 		t.Errorf("got content %+v, want a thinking block and one text block of %d words", m.Content, words)
 	}
 	if m.Usage.OutputTokens <= 0 {
@@ -126,7 +126,7 @@ func TestMessagesStream(t *testing.T) {
 	if stop != "end_turn" {
 		t.Errorf("got stop_reason %q in message_delta, want end_turn", stop)
 	}
-	if n := len(strings.Fields(text.String())); n != words {
+	if n := len(strings.Fields(strings.TrimPrefix(text.String(), codextest.AnswerPrefix))); n != words {
 		t.Errorf("got %d words %q, want %d", n, text.String(), words)
 	}
 }

@@ -21,7 +21,7 @@ import (
 	"github.com/codexpool/codexpool/worker/codextest"
 )
 
-// credentialPerms are the permissions README.md documents for the credential store, besides the
+// credentialPerms are the permissions docs/security.md documents for the credential store, besides the
 // worker's others.
 var credentialPerms = &server.Permissions{
 	Publish: &server.SubjectPermission{Allow: []string{

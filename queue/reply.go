@@ -108,7 +108,7 @@ func (s *Service) finish(r *schemas.Request, o outcome, received time.Time) {
 	if e := o.err; e != nil {
 		s.st.failed.Add(1)
 		s.st.countError(e.Code)
-		s.log.Info("generation failed", "request_id", r.ID, "stream", r.Stream, "status", e.Status, "code", e.Code, "error", e.Message, "duration", took)
+		s.log.Debug("generation failed", "request_id", r.ID, "stream", r.Stream, "status", e.Status, "code", e.Code, "error", e.Message, "duration", took)
 	} else {
 		s.st.completed.Add(1)
 		s.log.Debug("generation completed", "request_id", r.ID, "stream", r.Stream, "duration", took)

@@ -124,10 +124,10 @@ func natsConfigured(t *testing.T, command []string) {
 	}
 }
 
-// TestReadmeShowsTheRoles keeps README.md's copy of the roles file in step with the file that
-// TestE2ERoles runs.
-func TestReadmeShowsTheRoles(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+// TestSecurityPageShowsTheRoles keeps docs/security.md's copy of the roles file in step with the
+// file that TestE2ERoles runs.
+func TestSecurityPageShowsTheRoles(t *testing.T) {
+	readme, err := os.ReadFile("../../docs/security.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,19 +136,20 @@ func TestReadmeShowsTheRoles(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !strings.Contains(string(readme), "```\n"+string(roles)+"```") {
-		t.Error("README.md does not show docs/nats-roles.conf as it is")
+		t.Error("docs/security.md does not show docs/nats-roles.conf as it is")
 	}
 }
 
-// TestReadmeListsEverySetting keeps README.md's settings table in step with the code.
-func TestReadmeListsEverySetting(t *testing.T) {
-	raw, err := os.ReadFile("../../README.md")
+// TestConfigurationPageListsEverySetting keeps docs/configuration.md's settings tables in step
+// with the code.
+func TestConfigurationPageListsEverySetting(t *testing.T) {
+	raw, err := os.ReadFile("../../docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range append(settingNames(&workerConfig{}), settingNames(&gatewayConfig{})...) {
 		if !strings.Contains(string(raw), name) {
-			t.Errorf("README.md does not document %s", name)
+			t.Errorf("docs/configuration.md does not document %s", name)
 		}
 	}
 }

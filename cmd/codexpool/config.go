@@ -105,7 +105,7 @@ func fieldError(cmd, name, format string, args ...any) error {
 // PoolConfig is how a process reaches the pool: the NATS server list, authentication and TLS, and
 // the subjects. Every subcommand that connects (worker, ask, and the pool's other clients) reads it.
 type PoolConfig struct {
-	NATSURL       string `env:"NATS_URL" key:"nats.url" secret:"url" desc:"NATS server URL(s), comma-separated; empty = start an embedded NATS server"`
+	NATSURL       string `env:"NATS_URL" key:"nats.url" secret:"url" desc:"NATS server URL(s), comma-separated; empty: a worker starts an embedded NATS server (or joins this user's), every other command connects to nats://127.0.0.1:4222"`
 	NATSCreds     string `env:"NATS_CREDS" key:"nats.creds" desc:"NATS credentials file (user JWT + nkey seed)"`
 	NATSNKey      string `env:"NATS_NKEY" key:"nats.nkey" desc:"NATS nkey seed file"`
 	NATSUser      string `env:"NATS_USER" key:"nats.user" desc:"NATS user name (with CODEXPOOL_NATS_PASSWORD)"`
@@ -293,12 +293,12 @@ type workerConfig struct {
 	CredentialsKeyFile  string        `env:"CREDENTIALS_KEY_FILE" key:"codex.credentials_key_file" desc:"file holding the credentials key instead of CODEXPOOL_CREDENTIALS_KEY (the same content on every worker); with an embedded server and neither set, the state directory's credentials.key (made at first start, 0600)"`
 	CredentialsReplicas int           `env:"CREDENTIALS_REPLICAS" key:"codex.credentials_replicas" desc:"replicas of the credentials bucket when a worker creates it (3 on a cluster)"`
 	CredentialsBucket   string        `env:"CREDENTIALS_BUCKET" key:"codex.credentials_bucket" desc:"JetStream key-value bucket through which workers share logins (one refresher at a time, rotated tokens to all); used when the server has JetStream"`
-	CredentialsKey      string        `env:"CREDENTIALS_KEY" key:"codex.credentials_key" secret:"true" desc:"secret that encrypts and authenticates the tokens in the credentials bucket (the same on every worker); empty = plaintext, protected by NATS permissions"`
+	CredentialsKey      string        `env:"CREDENTIALS_KEY" key:"codex.credentials_key" secret:"true" desc:"secret that encrypts and authenticates the tokens in the credentials bucket (the same on every worker); empty and no key file = the login is not shared over NATS"`
 	WSRetryAfter        time.Duration `env:"WS_RETRY_AFTER" key:"codex.ws_retry_after" desc:"after the origin refused WebSockets (426): use HTTP streaming this long, then try a WebSocket again"`
 	Model               string        `env:"MODEL" key:"codex.model" desc:"model used when a request names none"`
 
 	WSConnectSpacing  time.Duration `env:"WS_CONNECT_SPACING" ms:"WS_CONNECT_SPACING_MS" key:"gate.ws_connect_spacing" desc:"the gate's floor: spacing is never relaxed below it"`
-	Gate              string        `env:"GATE" key:"gate.mode" desc:"connect gate: adaptive (congestion control), reference (the reference proxy's rules), fixed (spacing = floor), off (no pacing)"`
+	Gate              string        `env:"GATE" key:"gate.mode" desc:"connect gate: adaptive (congestion control), reference (the rules of the Rust proxy codexpool grew out of), fixed (spacing = floor), off (no pacing)"`
 	GateScope         string        `env:"GATE_SCOPE" key:"gate.scope" desc:"adaptive gates that share state over NATS: host (workers on this machine with the same account), account (every worker with the same account), process (none), or any string (workers with the same string and account)"`
 	ForbiddenBudget   time.Duration `env:"FORBIDDEN_BUDGET" key:"gate.forbidden_budget" desc:"adaptive gate: longest a request keeps retrying refused (403) upgrades, from the first refusal"`
 	ForbiddenCooldown time.Duration `env:"FORBIDDEN_COOLDOWN" ms:"FORBIDDEN_COOLDOWN_MS" key:"gate.forbidden_cooldown" desc:"reference, fixed and off gates: wait before the one retry after a 403 (adaptive paces 403 retries through the gate until the request's deadline)"`

@@ -46,6 +46,9 @@ func runConfig(_ context.Context, e env, args []string) error {
 	if err := wst.Merge(gst).Sorted(sectionOrder).Print(e.stdout); err != nil {
 		return err
 	}
+	if err := warnEnviron(e, wc.Accounts); err != nil {
+		return err
+	}
 	if err := wst.Explain(wc.validate()); err != nil {
 		return err
 	}
@@ -65,4 +68,15 @@ func writeExample(e env) error {
 		return err
 	}
 	return config.WriteExample(e.stdout, exampleHeader, sectionOrder, append(wl, gl...))
+}
+
+// warnEnviron writes to stderr a warning for each CODEXPOOL_* variable no setting reads, and for
+// what would stop a gateway from starting (CODEXPOOL_GATEWAY_KEY set): `config` explains, it
+// starts nothing, so neither is an error here.
+func warnEnviron(e env, accounts string) error {
+	warn := func(msg string) { fmt.Fprintf(e.stderr, "codexpool config: warning: %s\n", msg) }
+	if err := checkEnviron(env{getenv: e.getenv}, "gateway", "", warn); err != nil {
+		warn("a gateway would not start: " + err.Error())
+	}
+	return checkEnviron(e, "config", accounts, warn)
 }

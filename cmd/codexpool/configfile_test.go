@@ -288,10 +288,11 @@ func TestGatewayConfigFile(t *testing.T) {
 	}
 }
 
-// TestReadmeTablesMatchTheCode: each row of README.md's settings tables that names a file key
-// names the code's key for that variable, and a default written as code is the code's default.
-func TestReadmeTablesMatchTheCode(t *testing.T) {
-	raw, err := os.ReadFile("../../README.md")
+// TestConfigurationPageMatchesTheCode: each row of docs/configuration.md's settings tables that
+// names a file key names the code's key for that variable, and a default written as code is the
+// code's default.
+func TestConfigurationPageMatchesTheCode(t *testing.T) {
+	raw, err := os.ReadFile("../../docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,20 +320,20 @@ func TestReadmeTablesMatchTheCode(t *testing.T) {
 		}
 		rows++
 		if !slices.ContainsFunc(settings, func(s config.Setting) bool { return s.Key == key }) {
-			t.Errorf("README.md: %s has file key %q, the code %q", env, key, settings[0].Key)
+			t.Errorf("docs/configuration.md: %s has file key %q, the code %q", env, key, settings[0].Key)
 		}
 		want := settings[0].Value()
 		switch {
 		case def == "empty" && want != "":
-			t.Errorf("README.md: %s default empty, the code %q", env, want)
+			t.Errorf("docs/configuration.md: %s default empty, the code %q", env, want)
 		case strings.HasPrefix(def, "`") && !sameValue(strings.Trim(def, "`"), want) && !strings.Contains(def, "<"):
 			if env != "CODEXPOOL_EMBEDDED_NATS_STORE" { // the code computes it from $HOME
-				t.Errorf("README.md: %s default %s, the code %q", env, def, want)
+				t.Errorf("docs/configuration.md: %s default %s, the code %q", env, def, want)
 			}
 		}
 	}
 	if rows < 50 {
-		t.Errorf("checked %d rows of README.md's tables, want the whole worker and gateway tables", rows)
+		t.Errorf("checked %d rows of docs/configuration.md's tables, want the whole worker and gateway tables", rows)
 	}
 }
 

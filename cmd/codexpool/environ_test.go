@@ -90,6 +90,44 @@ func TestUnknownVariables(t *testing.T) {
 	}
 }
 
+// TestConfigWarnsUnknownVariables: `codexpool config` prints the configuration and warns, on
+// stderr, about each misspelt variable and about CODEXPOOL_GATEWAY_KEY (a gateway would refuse
+// to start); it still exits 0.
+func TestConfigWarnsUnknownVariables(t *testing.T) {
+	tests := []struct {
+		name string
+		env  map[string]string
+		want []string // in stderr; nil = no warning
+	}{
+		{name: "clean", env: map[string]string{"CODEXPOOL_MAX_INFLIGHT": "5"}},
+		{name: "typo", env: map[string]string{"CODEXPOOL_MAX_INFLIGT": "5"},
+			want: []string{"codexpool config: warning: CODEXPOOL_MAX_INFLIGT is not a setting and is ignored: did you mean CODEXPOOL_MAX_INFLIGHT?"}},
+		{name: "singular gateway key", env: map[string]string{"CODEXPOOL_GATEWAY_KEY": "sk-client"},
+			want: []string{"codexpool config: warning: a gateway would not start", "CODEXPOOL_GATEWAY_KEYS"}},
+		{name: "near miss of the keys", env: map[string]string{"CODEXPOOL_GATEWAY_KEYZ": "sk-1"},
+			want: []string{"CODEXPOOL_GATEWAY_KEYZ is not a setting", "did you mean CODEXPOOL_GATEWAY_KEYS?"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			stderr, err := runWithEnviron(t, []string{"config"}, tt.env)
+			if err != nil {
+				t.Fatalf("config: %v\n%s", err, stderr)
+			}
+			if tt.want == nil && stderr != "" {
+				t.Errorf("stderr %q, want nothing", stderr)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(stderr, w) {
+					t.Errorf("stderr:\n%s\nwant it to contain %q", stderr, w)
+				}
+			}
+			if strings.Contains(stderr, "sk-") {
+				t.Errorf("stderr shows a key's value: %s", stderr)
+			}
+		})
+	}
+}
+
 // TestGatewayRefusesMisspeltKeys: the gateway's client keys are CODEXPOOL_GATEWAY_KEYS; a gateway
 // started with CODEXPOOL_GATEWAY_KEY (the Codex CLI's env_key in README) or another near miss would
 // serve without authentication, so it refuses to start, naming the right variable, before it

@@ -16,18 +16,23 @@ import (
 
 	"github.com/codexpool/codexpool/gateway"
 	"github.com/codexpool/codexpool/gateway/anthropic"
+	"github.com/codexpool/codexpool/gateway/dashboard"
 	"github.com/codexpool/codexpool/internal/config"
 	"github.com/codexpool/codexpool/queue"
 	"github.com/codexpool/codexpool/queue/client"
 	"github.com/codexpool/codexpool/schemas"
 )
 
-const gatewayTrailer = `Serves the OpenAI Responses API over HTTP in front of the pool, so the OpenAI SDKs and the
-Codex CLI (as a custom model provider) use it unchanged: POST /v1/responses (JSON, or server-sent
-events with "stream": true), GET /v1/models, GET /healthz, GET /readyz. Clients send
-Authorization: Bearer <key> with one of CODEXPOOL_GATEWAY_KEYS; without keys the gateway listens
-on loopback only. It keeps no state: run as many as you like behind a load balancer. With no
-CODEXPOOL_NATS_URL it connects to nats://127.0.0.1:4222 (a worker's embedded server).
+const gatewayTrailer = `Serves the OpenAI and Anthropic APIs over HTTP in front of the pool, so the OpenAI SDKs, the
+Codex CLI (as a custom model provider), chat-completions tools and Claude Code use it unchanged:
+POST /v1/responses (JSON, or server-sent events with "stream": true; "background": true makes a
+durable job), GET /v1/responses/{id}, POST /v1/chat/completions, POST /v1/messages,
+POST /v1/messages/count_tokens, GET /v1/models, GET /healthz, GET /readyz, and a live operator
+page, GET /dashboard (docs/dashboard.md). Clients send Authorization: Bearer <key> (or x-api-key
+on /v1/messages) with one of CODEXPOOL_GATEWAY_KEYS; without keys the gateway listens on
+loopback only. It keeps no state: run as many as you like behind a load balancer. With no
+CODEXPOOL_NATS_URL it connects to nats://127.0.0.1:4222 (a worker's embedded server; the
+gateway never starts one itself).
 
 Settings: the file key (in --config FILE or $CODEXPOOL_CONFIG), overridden by the variable:
 `
@@ -53,7 +58,7 @@ type gatewayConfig struct {
 func defaultGatewayConfig() gatewayConfig {
 	return gatewayConfig{PoolConfig: defaultPoolConfig(), Addr: "127.0.0.1:8080", Models: "gpt-5.1-codex",
 		KeepAlive: 15 * time.Second, RequestTimeout: 10 * time.Minute, ShutdownGrace: 30 * time.Second,
-		WriteTimeout: 30 * time.Second, Unavailable: 5 * time.Second,
+		WriteTimeout: gateway.DefaultWriteTimeout, Unavailable: gateway.DefaultUnavailableWait,
 		LogLevel: "info", LogFormat: "auto"}
 }
 
@@ -304,7 +309,9 @@ func (m *gatewayMain) serve(context.Context) (func(), error) {
 		jobs = gatewayJobs{cl}
 	}
 	modelMap, _ := anthropic.ParseModelMap(cfg.ModelMap) // vetted by check
+	dash := dashboard.New(m.nc, dashboard.Config{JobsStream: cfg.JobsStream, Logger: m.log})
 	g := gateway.New(cl, m.nc, gateway.Config{
+		Dashboard:       dash,
 		Jobs:            jobs,
 		Keys:            m.keys,
 		Models:          cfg.models(),
@@ -321,7 +328,15 @@ func (m *gatewayMain) serve(context.Context) (func(), error) {
 	go func() { m.served <- m.srv.Serve(m.ln) }()
 	m.log.Info("gateway listening", "addr", m.ln.Addr().String(), "nats", m.nc.ConnectedUrlRedacted(), "subject", cfg.Subject,
 		"auth", len(m.keys) > 0, "keys", len(m.keys), "models", cfg.models())
-	return nil, nil
+	return runDashboard(dash), nil
+}
+
+// runDashboard samples the fleet for the dashboard until the returned stop, which waits for it.
+func runDashboard(d *dashboard.Dashboard) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = d.Run(ctx); close(done) }()
+	return func() { cancel(); <-done }
 }
 
 // gatewayJobs serves the gateway's "background": true with the pool's durable jobs: the job id

@@ -22,7 +22,8 @@ func parseLevel(s string) (slog.Level, error) {
 }
 
 // newLogger returns the process logger: tint's colour text on a terminal (format "auto" or
-// "text"), JSON otherwise (format "auto" off a terminal, or "json").
+// "text"), JSON otherwise (format "auto" off a terminal, or "json"). Durations are written as Go
+// duration strings with their unit ("1.5s", "250ms") in both, never as bare nanoseconds.
 func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 	lvl, err := parseLevel(level)
 	if err != nil {
@@ -43,5 +44,14 @@ func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 	default:
 		return nil, fmt.Errorf("unknown log format %q (want auto, text or json)", format)
 	}
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl})), nil
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl, ReplaceAttr: durationText})), nil
+}
+
+// durationText writes a duration attribute as its string ("1.5s"): slog's JSON handler would
+// write nanoseconds with no unit.
+func durationText(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
 }

@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"log/slog"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestNewLogger: off a terminal, auto and json write one JSON object per line, text writes
@@ -26,7 +28,8 @@ func TestNewLogger(t *testing.T) {
 				t.Fatal(err)
 			}
 			log.Debug("hidden")
-			log.Info("generation", "request_id", "r1", "code", "ok")
+			log.Info("generation", "request_id", "r1", "code", "ok", "duration", 1500*time.Millisecond,
+				slog.Group("upstream", "ttft", 250*time.Millisecond))
 			out := b.String()
 			if strings.Contains(out, "hidden") {
 				t.Errorf("debug line written at level info: %q", out)
@@ -38,6 +41,12 @@ func TestNewLogger(t *testing.T) {
 			}
 			if !strings.Contains(out, "r1") || strings.Contains(out, "\x1b[") {
 				t.Errorf("output %q: want the fields and no colour codes off a terminal", out)
+			}
+			if isJSON && (m["duration"] != "1.5s" || m["upstream"].(map[string]any)["ttft"] != "250ms") {
+				t.Errorf("JSON %q: durations %v and %v, want \"1.5s\" and \"250ms\" (with their unit)", out, m["duration"], m["upstream"])
+			}
+			if !isJSON && (!strings.Contains(out, "1.5s") || !strings.Contains(out, "250ms")) {
+				t.Errorf("text %q: want the durations with their unit", out)
 			}
 		})
 	}

@@ -17,6 +17,7 @@ func main() {
 		<-ctx.Done()
 		stop() // a second signal kills the process the default way
 	}()
+	followGoRun()
 	e := env{getenv: os.Getenv, environ: os.Environ, stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr}
 	err := e.run(ctx, os.Args[1:])
 	stop()

@@ -136,7 +136,7 @@ func TestE2EMetrics(t *testing.T) {
 }
 
 // TestE2ESecureNATSPermissions runs a worker and a client as NATS users with exactly the
-// permissions README.md documents: one-shot, streaming, micro discovery and the hand-back of a
+// permissions docs/security.md documents: one-shot, streaming, micro discovery and the hand-back of a
 // full worker work without a single permission violation; a wrong password is refused clearly.
 func TestE2ESecureNATSPermissions(t *testing.T) {
 	if testing.Short() {

@@ -21,7 +21,7 @@ import (
 	"github.com/codexpool/codexpool/worker/codextest"
 )
 
-// rolesFile is the nats-server configuration README shows for the three roles.
+// rolesFile is the nats-server configuration docs/security.md shows for the three roles.
 const rolesFile = "../../docs/nats-roles.conf"
 
 // violations collects a connection's permission errors.
@@ -96,7 +96,7 @@ func connectAs(t *testing.T, url, user string, v *violations) *nats.Conn {
 	return nc
 }
 
-// TestE2ERoles is issue 22's target 2: a real nats-server whose users hold exactly README's role
+// TestE2ERoles is issue 22's target 2: a real nats-server whose users hold exactly docs/security.md's role
 // sets (docs/nats-roles.conf). A worker serves under its role; a client (and the gateway's role)
 // generates, streams, cancels, submits jobs, reads their results and lists the pool; and every
 // forbidden act — reading a credential entry by any API, writing or deleting a result, purging or

@@ -48,7 +48,7 @@ Commands:
   demo     one command, no account: embedded NATS, simulator, 2 workers, a burst, a table
   batch    submit every line of a JSONL file as a durable job and write the results (resumable)
   jobs     the durable jobs backlog: pending, in progress, redelivered, finished, failed
-  gateway  serve the OpenAI Responses API over HTTP in front of the pool (SDKs, Codex CLI)
+  gateway  serve the OpenAI and Anthropic APIs over HTTP in front of the pool (SDKs, Codex CLI, Claude Code)
   config   print the effective settings, each with its source (--example: a sample codexpool.yaml)
   version  print the version
   help     this text; 'codexpool help <command>' is that command's --help

@@ -40,7 +40,7 @@ func TestRun(t *testing.T) {
 		{name: "sim help", args: []string{"sim", "--help"}, wantOut: "-upgrade-rate"},
 		{name: "gateway help lists settings", args: []string{"gateway", "--help"}, wantOut: "CODEXPOOL_GATEWAY_KEYS"},
 		{name: "gateway takes no arguments", args: []string{"gateway", "extra"}, wantCode: 2, wantMsg: "takes no arguments"},
-		{name: "help names gateway", args: []string{"help"}, wantOut: "gateway  serve the OpenAI Responses API"},
+		{name: "help names gateway", args: []string{"help"}, wantOut: "gateway  serve the OpenAI and Anthropic APIs"},
 		{name: "--help is the top-level help", args: []string{"--help"}, wantOut: "Commands:"},
 		{name: "help help is the top-level help", args: []string{"help", "help"}, wantOut: "Commands:"},
 		{name: "help worker is worker --help", args: []string{"help", "worker"}, wantOut: "Usage: codexpool worker"},

@@ -16,7 +16,10 @@ import (
 
 const simTrailer = `The simulator speaks the Codex Responses WebSocket protocol with deterministic answers, an
 optional upgrade-rate limit (403 above it) and fault injection, and the HTTP streaming fallback
-(POST with Accept: text/event-stream) on the same URL. Point workers at it with
+(POST with Accept: text/event-stream) on the same URL. Nothing is generated: every answer is
+"[codexpool sim] " and then --words words picked by hashing the prompt, so the same prompt always
+gets the same answer. Unknown request fields are ignored; with --strict they are refused as the
+real origin refuses them (400 unsupported_parameter naming the field: metadata, temperature, …). Point workers at it with
 CODEXPOOL_CODEX_URL=<the printed URL> and CODEXPOOL_CODEX_TOKEN=<--token, or anything if unset>.
 
 Accounts (--accounts FILE, YAML or JSON): a list of
@@ -124,8 +127,8 @@ func bindSimFlags(fs *flag.FlagSet, o *codextest.Options) {
 	fs.BoolVar(&o.WSOff, "ws-off", o.WSOff, "answer every WebSocket upgrade with 426; HTTP streaming keeps working")
 }
 
-// bindSimToolFlags registers the flags of `codexpool sim` alone: --tool-call (repeatable) and
-// --no-prompt-cache.
+// bindSimToolFlags registers the flags of `codexpool sim` alone: --tool-call (repeatable),
+// --no-prompt-cache and --strict.
 func bindSimToolFlags(fs *flag.FlagSet, o *codextest.Options) {
 	fs.Func("tool-call", "answer every request without a [sim:tool ...] directive with this function call, given as `'name=NAME args={JSON}'` (repeatable: parallel calls)", func(v string) error {
 		tc, err := codextest.ParseToolCall(v)
@@ -136,6 +139,7 @@ func bindSimToolFlags(fs *flag.FlagSet, o *codextest.Options) {
 		return nil
 	})
 	fs.BoolVar(&o.NoPromptCache, "no-prompt-cache", o.NoPromptCache, "report no cached_tokens (switch the per-account prompt cache off)")
+	fs.BoolVar(&o.Strict, "strict", o.Strict, "refuse requests with a field the real origin does not accept (metadata, temperature, top_p, max_output_tokens, unknown names), as it does: 400 unsupported_parameter")
 }
 
 // simAccounts loads --accounts into opts and checks that every --write-login names one of them.

@@ -18,15 +18,20 @@ var vocabulary = [...]string{
 	"estuary", "forest", "glacier", "hollow", "island", "jetty", "knoll", "ledge",
 }
 
-// Answer returns the deterministic answer the server streams for prompt: words words from a fixed
-// vocabulary, each chosen by hashing the prompt (FNV-1a) with the word's index, joined by single
-// spaces. Each word is one response.output_text.delta (with a leading space except the first).
-// words <= 0 gives "".
+// AnswerPrefix starts every answer the server makes up, so nobody mistakes the simulator's
+// words for a model's.
+const AnswerPrefix = "[codexpool sim] "
+
+// Answer returns the deterministic answer the server streams for prompt: AnswerPrefix, then words
+// words from a fixed vocabulary, each chosen by hashing the prompt (FNV-1a) with the word's index,
+// joined by single spaces. Each word is one response.output_text.delta (with a leading space
+// except the first, which carries the prefix). words <= 0 gives "".
 func Answer(prompt string, words int) string {
 	if words <= 0 {
 		return ""
 	}
 	var b strings.Builder
+	b.WriteString(AnswerPrefix)
 	h := promptHash(prompt)
 	for i := range words {
 		if i > 0 {

@@ -10,10 +10,14 @@ func TestAnswerDeterministic(t *testing.T) {
 	if b := Answer("Say hello", 8); a != b {
 		t.Fatalf("Answer differs between calls: %q vs %q", a, b)
 	}
-	if n := len(strings.Fields(a)); n != 8 {
-		t.Errorf("Answer has %d words, want 8: %q", n, a)
+	if !strings.HasPrefix(a, AnswerPrefix) {
+		t.Errorf("Answer %q does not start with %q: it must say it is the simulator", a, AnswerPrefix)
 	}
-	if strings.Join(strings.Fields(a), " ") != a {
+	words := strings.TrimPrefix(a, AnswerPrefix)
+	if n := len(strings.Fields(words)); n != 8 {
+		t.Errorf("Answer has %d words after the prefix, want 8: %q", n, a)
+	}
+	if strings.Join(strings.Fields(words), " ") != words {
 		t.Errorf("Answer %q is not words joined by single spaces", a)
 	}
 	if got := Answer("Say hello", 3); !strings.HasPrefix(a, got) {
@@ -28,7 +32,7 @@ func TestAnswerDeterministic(t *testing.T) {
 	// Words vary within one answer (not one word repeated), and across prompts.
 	seen := map[string]bool{}
 	for i := range 50 {
-		for _, w := range strings.Fields(Answer(strings.Repeat("p", i), 8)) {
+		for _, w := range strings.Fields(strings.TrimPrefix(Answer(strings.Repeat("p", i), 8), AnswerPrefix)) {
 			seen[w] = true
 		}
 	}
@@ -36,7 +40,7 @@ func TestAnswerDeterministic(t *testing.T) {
 		t.Errorf("50 answers used %d distinct words of %d", len(seen), len(vocabulary))
 	}
 	// Pinned, so an accidental change of vocabulary or hashing shows up here.
-	if got, want := Answer("Say hello", 4), "romeo river uniform zephyr"; got != want {
+	if got, want := Answer("Say hello", 4), "[codexpool sim] romeo river uniform zephyr"; got != want {
 		t.Errorf("Answer(Say hello, 4) = %q, want %q", got, want)
 	}
 }

@@ -115,10 +115,10 @@ type errorBody struct {
 	Type            string `json:"type"`
 	Code            string `json:"code,omitempty"`
 	Message         string `json:"message"`
+	Param           string `json:"param,omitempty"`
 	PlanType        string `json:"plan_type,omitempty"`
 	ResetsAt        int64  `json:"resets_at,omitempty"`
 	ResetsInSeconds int    `json:"resets_in_seconds,omitempty"`
-	Param           string `json:"param,omitempty"`
 }
 
 type errorEvent struct {
@@ -391,8 +391,8 @@ func (b *stepBuilder) reply(p plan, t *turn) {
 	b.finish(p, u)
 }
 
-// answerDeltas are the deltas of Answer(prompt, words): a word each, after the first with a
-// leading space.
+// answerDeltas are the deltas of Answer(prompt, words): a word each, the first after
+// AnswerPrefix, the others after a space.
 func answerDeltas(prompt string, words int) []string {
 	h := promptHash(prompt)
 	out := make([]string, words)
@@ -400,6 +400,8 @@ func answerDeltas(prompt string, words int) []string {
 		out[i] = wordAt(h, i)
 		if i > 0 {
 			out[i] = " " + out[i]
+		} else {
+			out[i] = AnswerPrefix + out[i]
 		}
 	}
 	return out

@@ -39,10 +39,10 @@ func Example() {
 	fmt.Println(codextest.Answer(codextest.PromptOf(frame), 4))
 	fmt.Println(srv.Stats().Completed)
 	// Output:
-	// "romeo"
+	// "[codexpool sim] romeo"
 	// " river"
 	// " uniform"
 	// " zephyr"
-	// romeo river uniform zephyr
+	// [codexpool sim] romeo river uniform zephyr
 	// 1
 }

@@ -60,6 +60,11 @@ type Options struct {
 	// cached_tokens is then always 0. false = a repeated prefix of the serialized input (at least
 	// 256 bytes) within one account is reported as cached.
 	NoPromptCache bool
+	// Strict refuses, as the real origin does, a request with a top-level field the origin does
+	// not accept (metadata, temperature, top_p, max_output_tokens, unknown names): an error event
+	// (WebSocket) or a 400 (HTTP) with code unsupported_parameter naming the field. The metadata
+	// overrides (sim_fault, …) are then unavailable. false = unknown fields are ignored.
+	Strict bool
 	// Logf, when set, receives one line per notable event (rejections, faults). nil = silent.
 	Logf func(format string, args ...any)
 }

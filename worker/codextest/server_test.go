@@ -34,11 +34,11 @@ func TestFullEventSequence(t *testing.T) {
 	if got := textOf(evs); got != answer {
 		t.Errorf("deltas concatenate to %q, want Answer %q", got, answer)
 	}
-	words := strings.Fields(answer)
+	words := strings.Fields(strings.TrimPrefix(answer, AnswerPrefix))
 	for i, e := range evs[4:7] {
-		want := words[i]
+		want := AnswerPrefix + words[i]
 		if i > 0 {
-			want = " " + want
+			want = " " + words[i]
 		}
 		if got := e.get("delta"); got != want {
 			t.Errorf("delta %d = %q, want %q", i, got, want)

@@ -139,6 +139,9 @@ func (sc *session) frame(g *generation, data []byte, timer *time.Timer) (*genera
 		return g, sc.write(g, busyEvent()) == nil
 	}
 	sc.s.c.frameBytes.Add(int64(len(data)))
+	if refusal := sc.s.strictRefusal(data); refusal != nil {
+		return nil, sc.write(nil, refusal) == nil
+	}
 	n, miss := sc.continueFrom(&req.genRequest)
 	sc.s.turns.add(Turn{Socket: sc.num, Bytes: len(data), PreviousResponseID: req.PreviousResponseID,
 		Continued: miss == nil && req.PreviousResponseID != "", InputItems: n})

@@ -27,6 +27,8 @@ type Stats struct {
 	Unauthorized int64 `json:"unauthorized"`
 	// UsageLimited counts responses refused with usage_limit_reached, both transports.
 	UsageLimited int64 `json:"usage_limited"`
+	// Unsupported counts requests refused for a field the origin does not accept (Options.Strict).
+	Unsupported int64 `json:"unsupported"`
 	// ClientAborts counts responses whose client went away before their terminal event: the
 	// socket closed or dropped mid-response, or the HTTP request ended mid-stream. Ends the
 	// server causes (faults, CloseClientConnections, MaxConnAge, Close) are not counted.
@@ -63,7 +65,7 @@ type Stats struct {
 type counters struct {
 	upgradesAccepted, upgradesRejected, rejected403, upgrades426 atomic.Int64
 	responses, sse, completed, reused, busy, faults              atomic.Int64
-	httpRejected, unauthorized, usageLimited                     atomic.Int64
+	httpRejected, unauthorized, usageLimited, unsupported        atomic.Int64
 	refreshCalls, refreshOK, refreshReused, refreshInvalidated   atomic.Int64
 	frameBytes, continued, previousNotFound                      atomic.Int64
 	tokens                                                       tokenCounters
@@ -100,7 +102,7 @@ func (c *tokenCounters) add(steps []step) {
 func (c *counters) reset() {
 	for _, v := range []*atomic.Int64{&c.upgradesAccepted, &c.upgradesRejected, &c.rejected403,
 		&c.upgrades426, &c.responses, &c.sse, &c.completed, &c.reused, &c.busy, &c.faults,
-		&c.httpRejected, &c.unauthorized, &c.usageLimited,
+		&c.httpRejected, &c.unauthorized, &c.usageLimited, &c.unsupported,
 		&c.refreshCalls, &c.refreshOK, &c.refreshReused, &c.refreshInvalidated,
 		&c.frameBytes, &c.continued, &c.previousNotFound} {
 		v.Store(0)
@@ -128,6 +130,7 @@ func (s *Server) Stats() Stats {
 		HTTPRejected:       s.c.httpRejected.Load(),
 		Unauthorized:       s.c.unauthorized.Load(),
 		UsageLimited:       s.c.usageLimited.Load(),
+		Unsupported:        s.c.unsupported.Load(),
 		ClientAborts:       aborts,
 		LastAbort:          lastAbort,
 		RefreshCalls:       s.c.refreshCalls.Load(),

@@ -74,6 +74,9 @@ func (s *Server) readStreamRequest(w http.ResponseWriter, r *http.Request) (*gen
 		return nil, bad("The body could not be read.")
 	}
 	s.last.recordHTTP(r.Header, body)
+	if ev := s.strictRefusal(body); ev != nil {
+		return nil, refusal{status: http.StatusBadRequest, code: ev.Error.Code, msg: ev.Error.Message}
+	}
 	var req struct {
 		genRequest
 		Stream *bool `json:"stream"`
