@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/codexpool/codexpool/worker/codextest"
 )
 
 // dialWS opens the gateway's WebSocket with hdr (the key added unless hdr sets Authorization).
@@ -165,4 +167,25 @@ func TestWSWithoutKeysRefusesForeignOrigin(t *testing.T) {
 		t.Fatalf("loopback origin without keys: %v", err)
 	}
 	completedID(t, wsTurn(t, ws, map[string]any{"input": userInput("hi")}))
+}
+
+func TestWSClientGoneCancelsTheTurn(t *testing.T) {
+	p := newPool(t, poolOptions{sim: codextest.Options{Latency: time.Minute, TTFT: 10 * time.Millisecond}})
+	ws, _, err := dialWS(t, p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(map[string]any{"type": "response.create", "input": userInput("long")})
+	if err := ws.WriteMessage(websocket.TextMessage, b); err != nil {
+		t.Fatal(err)
+	}
+	_ = ws.SetReadDeadline(time.Now().Add(waitTimeout))
+	if _, _, err := ws.ReadMessage(); err != nil { // the response has begun upstream
+		t.Fatal(err)
+	}
+	ws.Close()
+	// The pool request is cancelled: the upstream response is abandoned long before its minute.
+	if err := p.sim.WaitAborts(ctxT(t, waitTimeout), 1); err != nil {
+		t.Fatalf("the upstream response was not abandoned after the client left: %v", err)
+	}
 }
