@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -68,12 +69,12 @@ func chatRefusal(err error) *apiError {
 // chat clients read to trim or summarise their history instead of retrying.
 const codeContextLength schemas.Code = "context_length_exceeded"
 
-// chatPoolError is poolError with a context overflow at the origin answered as OpenAI does on
-// this API: 400 invalid_request_error, code context_length_exceeded, param messages.
+// chatPoolError is poolError with a context overflow at the origin (400 invalid_request_error,
+// code context_length_exceeded) naming this API's field, messages.
 func (g *Gateway) chatPoolError(ctx context.Context, err error) *apiError {
 	a := g.poolError(ctx, err)
-	if a.UpstreamCode == string(codeContextLength) {
-		a.Status, a.Type, a.Code, a.Param = http.StatusBadRequest, openAIType(http.StatusBadRequest), codeContextLength, "messages"
+	if a.Code == codeContextLength {
+		a.Param = "messages" // fromPool names the Responses API's field
 	}
 	return a
 }
@@ -99,31 +100,61 @@ func (g *Gateway) chatOneShot(ctx context.Context, w http.ResponseWriter, req *c
 	return ok(http.StatusOK)
 }
 
-// chatStream answers a "stream": true request with chunks, as the pool's events arrive.
+// chatStream answers a "stream": true request with chunks, as the pool's events arrive. The
+// first chunk (the role) is held until something follows it or a keep-alive is due, so that an
+// origin failing right after response.created, as on a context overflow, is answered with a
+// status rather than a 200 stream.
 func (g *Gateway) chatStream(ctx context.Context, w http.ResponseWriter, req *chat.Request, hdr nats.Header, id string) outcome {
 	tr := chat.NewStream(req, chatID(id), time.Now())
 	sw := newSSE(w, g.cfg.WriteTimeout)
+	var held []byte
+	flush := func() error {
+		if held == nil {
+			return nil
+		}
+		err := sw.event("", held)
+		held = nil
+		return err
+	}
 	return g.relay(ctx, sw, req.Body, hdr, relay{
-		onEvent: func(ev []byte) (bool, error) { return writeChunks(sw, tr, ev) },
+		onEvent: func(ev []byte) (bool, error) {
+			wasDone := tr.Done()
+			cs := tr.Event(ev)
+			done := !wasDone && tr.Done()
+			switch {
+			case !sw.started && held == nil && len(cs) == 1 && !done:
+				held = bytes.Clone(cs[0].JSON())
+				return false, nil
+			case len(cs) == 0 && !done:
+				return false, nil
+			}
+			if err := flush(); err != nil {
+				return true, err
+			}
+			return writeChunks(sw, cs, done)
+		},
+		onIdle: flush,
 		onEnd: func(err, writeErr error) outcome {
 			if tr.Done() {
 				err = nil // an incomplete response: its chunks and [DONE] are out
+			}
+			if err == nil && writeErr == nil {
+				writeErr = flush()
 			}
 			return g.endChatStream(ctx, w, sw, err, writeErr)
 		},
 	})
 }
 
-// writeChunks writes the chunks of one event, and [DONE] after the terminal one.
-func writeChunks(sw *sse, tr *chat.Stream, ev []byte) (wrote bool, err error) {
-	wasDone := tr.Done()
-	for _, c := range tr.Event(ev) {
+// writeChunks writes one event's chunks, and [DONE] after the terminal one.
+func writeChunks(sw *sse, cs []chat.Chunk, done bool) (wrote bool, err error) {
+	for _, c := range cs {
 		if err := sw.event("", c.JSON()); err != nil {
 			return true, err
 		}
 		wrote = true
 	}
-	if !wasDone && tr.Done() {
+	if done {
 		return true, sw.event("", []byte("[DONE]"))
 	}
 	return wrote, nil

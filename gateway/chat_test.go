@@ -211,22 +211,47 @@ func TestChatStreamRateLimited(t *testing.T) {
 	}
 }
 
-// An origin that drops the socket after the stream began: the SDK gets the chunks so far, then
-// the error line, which it raises.
+// An origin that fails after the stream began: the SDK gets the chunks so far, then the error
+// line, which it raises. (A failure right after response.created is a status: see
+// TestChatStreamFailsBeforeContent.)
 func TestChatStreamErrorAfterStart(t *testing.T) {
-	p := newPool(t, poolOptions{})
-	p.sim.Faults.Next(codextest.AtResponse, 1, codextest.FaultDrop)
+	p := newPool(t, poolOptions{gen: genFunc(func(_ context.Context, _ *schemas.Request, emit func([]byte) error) ([]byte, error) {
+		for _, ev := range []string{
+			`{"type":"response.created","response":{"id":"resp_1","status":"in_progress","model":"gpt-5.1-codex","output":[]}}`,
+			`{"type":"response.output_text.delta","item_id":"msg_1","output_index":0,"content_index":0,"delta":"Hello"}`,
+		} {
+			if err := emit([]byte(ev)); err != nil {
+				return nil, err
+			}
+		}
+		return nil, &schemas.Error{Status: http.StatusBadGateway, Code: schemas.CodeUpstreamError, Message: "codex: the origin closed the socket"}
+	})})
 	c := sdk(t, p, key, option.WithMaxRetries(0))
 	s := c.Chat.Completions.NewStreaming(ctxT(t, waitTimeout), chatParams(openai.UserMessage("Say hello")))
-	chunks := 0
+	var text strings.Builder
 	for s.Next() {
-		chunks++
+		for _, ch := range s.Current().Choices {
+			text.WriteString(ch.Delta.Content)
+		}
 	}
 	if err := s.Err(); err == nil || !strings.Contains(err.Error(), "upstream_error") {
 		t.Fatalf("got error %v, want one naming upstream_error", err)
 	}
-	if chunks != 1 {
-		t.Errorf("%d chunks before the error, want 1 (the role)", chunks)
+	if text.String() != "Hello" {
+		t.Errorf("text before the error %q, want %q", text.String(), "Hello")
+	}
+}
+
+// An origin that drops the socket right after response.created, before any content: the
+// stream's first chunk was held, so the client gets a 502 status, not a 200 stream that fails.
+func TestChatStreamFailsBeforeContent(t *testing.T) {
+	p := newPool(t, poolOptions{})
+	p.sim.Faults.Next(codextest.AtResponse, 1, codextest.FaultDrop)
+	body := `{"model":"gpt-5.1-codex","stream":true,"messages":[{"role":"user","content":"Say hello"}]}`
+	resp := post(t, p, "/v1/chat/completions", body, nil)
+	raw := readAll(t, resp.Body)
+	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(string(raw), `"code":"upstream_error"`) {
+		t.Errorf("got %d %s, want 502 upstream_error", resp.StatusCode, raw)
 	}
 }
 

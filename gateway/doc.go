@@ -27,7 +27,9 @@
 //   - POST /v1/messages, POST /v1/messages/count_tokens: Anthropic Messages translated by package
 //     gateway/anthropic (JSON or Anthropic SSE; keys as x-api-key or Bearer); count_tokens counts
 //     locally and asks the pool nothing.
-//   - GET /v1/models, GET /v1/models/{id}: Config.Models in the OpenAI list shape.
+//   - GET /v1/models, GET /v1/models/{id}: Config.Models in the OpenAI list shape, or in
+//     Anthropic's (with its keys and errors) to a caller that sends anthropic-version or x-api-key;
+//     there a single model is also found when Config.ModelMap names it.
 //   - GET /healthz (the process is up), GET /readyz (NATS connected and a worker answers the
 //     micro ping; the verdict is cached for Config.ReadyTTL). Neither needs a key.
 //   - GET /dashboard, /dashboard/*: Config.Dashboard (package gateway/dashboard), to a key as

@@ -78,6 +78,11 @@ func fromPool(err error, timeout time.Duration, longWait time.Duration) *apiErro
 		if a.Status == http.StatusBadRequest {
 			a.Param = paramOf(e.Message)
 		}
+		if e.UpstreamCode == string(codeContextLength) {
+			// However the origin said it (a 400, or response.failed, which the worker reports as a
+			// 502): OpenAI's own answer, which clients read to trim their history, not to retry.
+			a.Status, a.Type, a.Code, a.Param = http.StatusBadRequest, openAIType(http.StatusBadRequest), codeContextLength, "input"
+		}
 		switch e.Code {
 		case schemas.CodeWorkerBusy:
 			// Every worker was full a moment ago: trying again soon is the point.

@@ -224,6 +224,9 @@ func (g *Gateway) route(w http.ResponseWriter, r *http.Request, c call) outcome 
 	if p == "/v1/messages" || strings.HasPrefix(p, "/v1/messages/") {
 		return g.routeMessages(w, r, c) // Anthropic Messages: its own key header and error shape
 	}
+	if (p == "/v1/models" || strings.HasPrefix(p, "/v1/models/")) && speaksAnthropic(r) {
+		return g.anthropicModels(w, r, c) // the same models in Anthropic's shape
+	}
 	if len(g.keys) == 0 {
 		if a := localOnly(r); a != nil {
 			a.write(w)

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
+	"log/slog"
 	"net/http"
 	"strconv"
 
@@ -21,14 +22,8 @@ import (
 // routeMessages serves /v1/messages and /v1/messages/*: the same keys and local-only rules as
 // the rest of /v1/, answered in Anthropic's error shape.
 func (g *Gateway) routeMessages(w http.ResponseWriter, r *http.Request, c call) outcome {
-	if len(g.keys) == 0 {
-		if a := localOnly(r); a != nil {
-			return g.messageError(w, a)
-		}
-	}
-	if !c.authed && !g.keyAccepted(r.Header.Get("X-Api-Key")) {
-		return g.messageError(w, newAPIError(http.StatusUnauthorized, CodeInvalidAPIKey, "",
-			"missing or unknown API key: send x-api-key: <key> or Authorization: Bearer <key> with one of the gateway's keys"))
+	if a := g.anthropicAuth(r, c); a != nil {
+		return g.messageError(w, a)
 	}
 	var serve func(http.ResponseWriter, *http.Request, string) outcome
 	switch r.URL.Path {
@@ -44,6 +39,19 @@ func (g *Gateway) routeMessages(w http.ResponseWriter, r *http.Request, c call) 
 		return g.messageError(w, newAPIError(http.StatusMethodNotAllowed, CodeMethod, "", "gateway: "+r.URL.Path+" takes POST, not "+r.Method))
 	}
 	return serve(w, r, c.id)
+}
+
+// anthropicAuth applies the keys and local-only rules to an Anthropic client's request, whose
+// key may come as x-api-key; nil lets it through.
+func (g *Gateway) anthropicAuth(r *http.Request, c call) *apiError {
+	if len(g.keys) == 0 {
+		return localOnly(r)
+	}
+	if !c.authed && !g.keyAccepted(r.Header.Get("X-Api-Key")) {
+		return newAPIError(http.StatusUnauthorized, CodeInvalidAPIKey, "",
+			"missing or unknown API key: send x-api-key: <key> or Authorization: Bearer <key> with one of the gateway's keys")
+	}
+	return nil
 }
 
 // keyAccepted reports whether k is one of the keys, compared as authorize does.
@@ -64,6 +72,10 @@ func (g *Gateway) translateMessage(w http.ResponseWriter, r *http.Request) (anth
 	raw, a := g.readBody(w, r)
 	if a != nil {
 		return anthropic.Translated{}, toAnthropic(a)
+	}
+	if g.log.Enabled(r.Context(), slog.LevelDebug) {
+		g.log.LogAttrs(r.Context(), slog.LevelDebug, "request body", slog.String("path", r.URL.Path),
+			slog.Int("bytes", len(raw)), slog.String("body", string(raw)))
 	}
 	tr, err := anthropic.Translate(raw, anthropic.Options{
 		Models: g.cfg.ModelMap, Served: g.cfg.Models,

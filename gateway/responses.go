@@ -36,6 +36,10 @@ func (g *Gateway) createResponse(w http.ResponseWriter, r *http.Request, id stri
 			slog.Int("bytes", len(raw)), slog.String("body", string(raw)))
 	}
 	req := normalize(raw)
+	if a := refuseUnsupported(req.body); a != nil {
+		a.write(w)
+		return failed(a)
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), g.cfg.RequestTimeout)
 	defer cancel()
 	ctx, stop := g.whileConnected(ctx)

@@ -106,10 +106,14 @@ func (c *jobConsumer) open(msg jetstream.Msg) (*job, bool) {
 }
 
 // settled ends a job that needs no generation: its result exists (a redelivery after the result
-// was written, or the same job submitted again), the results bucket cannot be read (retried), or
-// it was delivered beyond its attempts. It reports whether it ended the job.
+// was written, or the same job submitted again), the results bucket cannot be read (handed back
+// with a delay, and the pull loop pauses: see readPause), or it was delivered beyond its
+// attempts. It reports whether it ended the job.
 func (c *jobConsumer) settled(ctx context.Context, j *job) bool {
 	stored, err := c.jobs.results.Get(ctx, j.t.job)
+	if err == nil || errors.Is(err, jetstream.ErrKeyNotFound) {
+		c.pause.ok()
+	}
 	switch {
 	case err == nil:
 		// Nothing to run again. A one-shot listener still gets the answer.
@@ -119,7 +123,8 @@ func (c *jobConsumer) settled(ctx context.Context, j *job) bool {
 		c.st.skipped.Add(1)
 		return true
 	case !errors.Is(err, jetstream.ErrKeyNotFound):
-		j.log.Warn("jobs: cannot read the results bucket; will retry", "error", err)
+		pause := c.pause.failed()
+		j.log.Warn("jobs: cannot read the results bucket; handed back, pulling paused", "error", err, "pause", pause)
 		c.retry(j, 0)
 		return true
 	case j.meta.NumDelivered > uint64(2*c.jobs.cfg.MaxAttempts):
@@ -180,15 +185,17 @@ func (c *jobConsumer) finishJob(ctx context.Context, j *job, streamed bool, o ou
 	c.ack(j)
 }
 
-// storeResult writes body as the job's result, trying again (resultWriteTries in all, within
-// resultWriteTimeout) before it gives up: the answer is in hand, and a write that fails once
-// should not cost a new generation.
+// storeResult writes body as the job's result, trying again before it gives up: the answer is
+// in hand, and a write that fails should not cost a new generation. A write the bucket refused
+// is tried resultWriteTries times in all; one that found no stream leader or timed out (the
+// bucket's leader died and the cluster is electing another: seconds) is tried until
+// resultWriteTimeout, the job kept alive meanwhile.
 func (c *jobConsumer) storeResult(ctx context.Context, j *job, body []byte) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resultWriteTimeout)
 	defer cancel()
 	var err error
-	for try := range resultWriteTries {
-		if try > 0 && !pause(ctx, resultWritePause<<(try-1)) {
+	for try := 0; try < resultWriteTries || transientWrite(err); try++ {
+		if try > 0 && !pause(ctx, min(resultWritePause<<min(try-1, 8), resultWriteMaxPause)) {
 			break
 		}
 		start := time.Now()
@@ -325,13 +332,32 @@ func wantsStream(payload []byte) bool {
 	return json.Unmarshal(payload, &r) == nil && r.Stream == true
 }
 
-// Storing one result: resultWriteTries writes, resultWritePause after the first failure and
-// doubling, all within resultWriteTimeout.
+// Storing one result: resultWriteTries writes (more while the failures are transient),
+// resultWritePause after the first failure and doubling up to resultWriteMaxPause, all within
+// resultWriteTimeout.
 const (
-	resultWriteTimeout = 30 * time.Second
-	resultWriteTries   = 3
-	resultWritePause   = 200 * time.Millisecond
+	resultWriteTimeout  = 30 * time.Second
+	resultWriteTries    = 3
+	resultWritePause    = 200 * time.Millisecond
+	resultWriteMaxPause = 2 * time.Second
 )
+
+// transientWrite reports whether a failed write may work if tried again soon: no stream answered
+// (no leader, a node down), it timed out, or the connection is reconnecting.
+func transientWrite(err error) bool {
+	var api *jetstream.APIError
+	switch {
+	case err == nil:
+		return false
+	case errors.Is(err, jetstream.ErrNoStreamResponse), errors.Is(err, nats.ErrNoResponders),
+		errors.Is(err, nats.ErrTimeout), errors.Is(err, context.DeadlineExceeded),
+		errors.Is(err, nats.ErrConnectionReconnecting), errors.Is(err, nats.ErrDisconnected):
+		return true
+	case errors.As(err, &api):
+		return api.Code == 503 // JetStream temporarily unavailable
+	}
+	return false
+}
 
 // payloadHeadroom is what a KV write or a reply adds to a body (subject, headers).
 const payloadHeadroom = 1024

@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -50,12 +51,14 @@ type jobConsumer struct {
 	jobs  *Jobs
 	slots *slots
 	st    jobCounters
+	pause readPause
 	stop  chan struct{} // closed by halt: the pull loop stops
 	done  chan struct{} // closed when the pull loop has returned
 }
 
 func newJobConsumer(s *Service, j *Jobs) *jobConsumer {
-	return &jobConsumer{s: s, jobs: j, slots: s.slots, stop: make(chan struct{}), done: make(chan struct{})}
+	return &jobConsumer{s: s, jobs: j, slots: s.slots, pause: readPause{base: j.cfg.ReadPause, next: j.cfg.ReadPause},
+		stop: make(chan struct{}), done: make(chan struct{})}
 }
 
 func (c *jobConsumer) start() {
@@ -77,10 +80,14 @@ func (c *jobConsumer) wait() { <-c.done }
 // pull is the pull loop: it takes a free slot, then asks for one job (waiting up to FetchWait
 // for one). When more slots are free and the last pull found jobs waiting, it asks for as many
 // jobs as there are free slots, without waiting: a busy backlog costs one pull request per batch,
-// and a slot is never reserved for a job that is not there. It ends when stop is closed.
+// and a slot is never reserved for a job that is not there. While the results bucket cannot be
+// read it pulls nothing (see readPause). It ends when stop is closed.
 func (c *jobConsumer) pull() {
 	backlog := false
 	for {
+		if !c.pause.wait(c.stop) {
+			return
+		}
 		if backlog {
 			got, ok := c.pullBacklog()
 			if !ok {
@@ -216,6 +223,57 @@ func (c *jobConsumer) startJob(msg jetstream.Msg) {
 		c.st.running.Add(-1)
 		c.release(msg)
 		c.slots.release()
+	}
+}
+
+// readPause is the pull loop's backoff from an unreadable results bucket (an outage, a bucket
+// deleted or without a leader): every job pulled meanwhile would only be handed back, so instead
+// of cycling through the backlog the loop waits, doubling the wait with each failed read up to
+// MaxJobsReadPause; a read that works starts again from base.
+type readPause struct {
+	base  time.Duration
+	mu    sync.Mutex
+	until time.Time     // no pull before this
+	next  time.Duration // the next failed read's pause
+}
+
+// failed starts a pause after a failed read and returns its length; reads that fail during a
+// pause (jobs pulled before it) do not lengthen it.
+func (p *readPause) failed() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := time.Now()
+	if now.Before(p.until) {
+		return p.until.Sub(now)
+	}
+	d := p.next
+	p.until = now.Add(d)
+	p.next = min(2*d, MaxJobsReadPause)
+	return d
+}
+
+// ok ends the backoff: the bucket was read.
+func (p *readPause) ok() {
+	p.mu.Lock()
+	p.next = p.base
+	p.mu.Unlock()
+}
+
+// wait waits out the pause, if any; it reports false when stop closed meanwhile.
+func (p *readPause) wait(stop <-chan struct{}) bool {
+	p.mu.Lock()
+	d := time.Until(p.until)
+	p.mu.Unlock()
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-stop:
+		return false
+	case <-t.C:
+		return true
 	}
 }
 

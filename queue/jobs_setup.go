@@ -31,6 +31,10 @@ type JobsConfig struct {
 	// FetchWait is how long one pull request waits for a job before the worker asks again; it
 	// also bounds how long Shutdown waits for the pull loop. Default 2s.
 	FetchWait time.Duration
+	// ReadPause is how long the pull loop stops pulling after the results bucket could not be
+	// read (every job would fail the same way); it doubles with each failed read up to
+	// MaxJobsReadPause and starts again from ReadPause after a read that works. Default 1s.
+	ReadPause time.Duration
 	// KeyBucket is the KV bucket whose metadata holds the pool's key for the ids of jobs
 	// submitted without Nats-Msg-Id (see jobIDs); the first worker creates it. Default
 	// "CODEXPOOL_JOBS_KEY". Clients must not be able to read it.
@@ -45,6 +49,8 @@ const (
 	DefaultResultsTTL        = 24 * time.Hour
 	DefaultJobsMaxAckPending = 10000
 	DefaultJobsFetchWait     = 2 * time.Second
+	DefaultJobsReadPause     = time.Second
+	MaxJobsReadPause         = 30 * time.Second
 	DefaultJobsKeyBucket     = "CODEXPOOL_JOBS_KEY"
 )
 
@@ -81,6 +87,9 @@ func (c JobsConfig) withDefaults() JobsConfig {
 	}
 	if c.FetchWait <= 0 {
 		c.FetchWait = DefaultJobsFetchWait
+	}
+	if c.ReadPause <= 0 {
+		c.ReadPause = DefaultJobsReadPause
 	}
 	return c
 }

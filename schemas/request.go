@@ -32,11 +32,20 @@ func NewRequest(fields map[string]json.RawMessage) *Request {
 	return r
 }
 
+// NotUpstream are the request fields the Codex origin refuses (400 "Unsupported parameter") or
+// ignores: Upstream leaves them out, so they never fail a request opaquely at the origin.
+var NotUpstream = map[string]bool{
+	"temperature": true, "top_p": true, "max_output_tokens": true, "max_tokens": true,
+	"stream_options": true, "safety_identifier": true, "prompt_cache_retention": true,
+}
+
 // Upstream returns the response.create frame the worker sends to the origin: every field of
-// the request unchanged (its raw JSON bytes), plus "type":"response.create", "store":false,
-// "stream":true, "model" (defaultModel when the request names none), and a string "input"
-// turned into one user message item. Keys come in a fixed order: type, model, the request's
-// other fields sorted, store, stream.
+// the request unchanged (its raw JSON bytes) but those in NotUpstream, plus
+// "type":"response.create", "store":false, "stream":true, "model" (defaultModel when the request
+// names none), and a string "input" turned into one user message item. "metadata", which the
+// origin refuses, goes as "client_metadata", which it accepts (dropped when the request has a
+// client_metadata of its own). Keys come in a fixed order: type, model, the request's other
+// fields sorted, store, stream.
 func (r *Request) Upstream(defaultModel string) ([]byte, error) {
 	if r == nil || r.fields == nil {
 		return nil, errors.New("schemas: Upstream on a Request NewRequest did not make")
@@ -48,26 +57,20 @@ func (r *Request) Upstream(defaultModel string) ([]byte, error) {
 	if model == "" {
 		return nil, errors.New("schemas: Upstream: the request names no model and there is no default")
 	}
-	keys := make([]string, 0, len(r.fields))
-	size := 128 + len(model)
-	for k, v := range r.fields {
-		switch k {
-		case "type", "model", "store", "stream":
-			continue
-		}
-		keys = append(keys, k)
-		size += len(k) + len(v) + 4
-	}
-	sort.Strings(keys)
+	keys, size := r.upstreamKeys()
+	size += 128 + len(model)
 
 	b := make([]byte, 0, size)
 	b = append(b, `{"type":"response.create","model":`...)
 	b = appendString(b, model)
 	for _, k := range keys {
 		b = append(b, ',')
+		v := r.fields[k]
+		if k == "metadata" {
+			k = "client_metadata"
+		}
 		b = appendString(b, k)
 		b = append(b, ':')
-		v := r.fields[k]
 		if k == "input" && len(v) > 0 && v[0] == '"' {
 			// The raw JSON string goes in as it is: no decode, no re-encode.
 			b = append(b, `[{"type":"message","role":"user","content":[{"type":"input_text","text":`...)
@@ -79,6 +82,33 @@ func (r *Request) Upstream(defaultModel string) ([]byte, error) {
 	}
 	b = append(b, `,"store":false,"stream":true}`...)
 	return b, nil
+}
+
+// upstreamKeys returns the request's fields that go upstream as they are, in the order they go
+// (sorted by the name they go under: metadata as client_metadata), and their size.
+func (r *Request) upstreamKeys() ([]string, int) {
+	keys := make([]string, 0, len(r.fields))
+	size := 0
+	_, ownClientMetadata := r.fields["client_metadata"]
+	for k, v := range r.fields {
+		switch {
+		case k == "type", k == "model", k == "store", k == "stream", NotUpstream[k]:
+			continue
+		case k == "metadata" && ownClientMetadata:
+			continue
+		}
+		keys = append(keys, k)
+		size += len(k) + len(v) + 20
+	}
+	sort.Slice(keys, func(i, j int) bool { return upstreamName(keys[i]) < upstreamName(keys[j]) })
+	return keys, size
+}
+
+func upstreamName(k string) string {
+	if k == "metadata" {
+		return "client_metadata"
+	}
+	return k
 }
 
 // appendString appends s as a JSON string. Plain ASCII, the usual case, is copied as is.

@@ -21,9 +21,13 @@ const codexCLIEnv = "CODEXPOOL_TEST_CODEX_CLI"
 
 // TestE2ECodexCLI runs the real Codex CLI (`codex exec`, from the @openai/codex npm package)
 // against a gateway process configured as a custom model provider, with a worker process and the
-// simulator behind it. The CLI tries to reach hosts of its own, so the test runs only inside a
-// network namespace that has nothing but loopback: examples/codex-cli/ci.sh makes one and runs
-// this test in it.
+// simulator behind it: "Say hello" prints the simulator's answer, and a tool loop runs the CLI's
+// own shell tool (exec_command; the simulator asks for it) in its workspace-write sandbox, writes
+// a file and quotes the tool's output. Every request the CLI makes goes through a recording proxy
+// and is logged without secrets. The CLI tries to reach hosts of its own, so the test runs only
+// inside a network namespace that has nothing but loopback: examples/codex-cli/ci.sh makes one
+// and runs this test in it. The simulator is strict: it refuses, as the origin does, any field
+// the origin does not read.
 func TestE2ECodexCLI(t *testing.T) {
 	codexBin := os.Getenv(codexCLIEnv)
 	if codexBin == "" {
@@ -32,11 +36,44 @@ func TestE2ECodexCLI(t *testing.T) {
 	if ifs := networkInterfaces(t); len(ifs) != 1 || ifs[0] != "lo" {
 		t.Fatalf("network interfaces %v: the Codex CLI runs only where loopback is all there is (ip netns)", ifs)
 	}
-	c := newCluster(t, codextest.Options{Words: 8})
+	c := newCluster(t, codextest.Options{Words: 8, Strict: true}) // refuses any field the origin refuses
 	c.startWorker("w1")
-	gw, base := c.startGateway() // debug: logs each request body
+	_, base := c.startGateway()
+	rec := newRecorder(t, base)
+	cx := codexCLI{bin: codexBin, home: t.TempDir()}
+	cx.configure(t, rec.url)
 
-	home := t.TempDir()
+	t.Run("say hello", func(t *testing.T) {
+		out := cx.run(t, t.TempDir(), "Say hello")
+		body := rec.lastWith(t, "/v1/responses", "Say hello")
+		t.Logf("the CLI sent %d bytes; top-level fields: %s", len(body), topLevelKeys(string(body)))
+		if want := codextest.Answer(codextest.PromptOf(body), 8); out != want {
+			t.Errorf("codex printed %q, want the simulator's answer %q", out, want)
+		}
+	})
+	t.Run("shell tool", func(t *testing.T) {
+		dir, mark := t.TempDir(), "codex-ran-"+nonce(t)
+		ask := `Write the file. [sim:tool name=exec_command args={"cmd":"echo ` + mark + ` > out.txt && cat out.txt"}]`
+		out := cx.run(t, dir, ask, "--sandbox", "workspace-write")
+		got, err := os.ReadFile(filepath.Join(dir, "out.txt"))
+		if err != nil || string(got) != mark+"\n" {
+			t.Errorf("out.txt: %q, %v; want %q written by the CLI's shell tool", got, err, mark+"\n")
+		}
+		if !strings.Contains(out, "Tool exec_command returned: ") || !strings.Contains(out, mark) {
+			t.Errorf("codex printed %q, want the final answer quoting the tool's output (%q)", out, mark)
+		}
+		if !strings.Contains(string(rec.lastWith(t, "/v1/responses", `"function_call_output"`)), mark) {
+			t.Error("no request sent the tool's output back as a function_call_output")
+		}
+	})
+	rec.check(t, "/v1/")
+}
+
+// codexCLI runs `codex exec` with a CODEX_HOME whose config names the gateway as its provider.
+type codexCLI struct{ bin, home string }
+
+func (cx codexCLI) configure(t *testing.T, base string) {
+	t.Helper()
 	config := fmt.Sprintf(`model = "gpt-5.1-codex"
 model_provider = "codexpool"
 
@@ -46,55 +83,32 @@ base_url = "%s/v1"
 wire_api = "responses"
 env_key = "POOL_API_KEY"
 `, base)
-	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(config), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(cx.home, "config.toml"), []byte(config), 0o600); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// run runs `codex exec --skip-git-repo-check args... prompt` in dir and returns its trimmed
+// output (the final answer); a non-zero exit fails the test.
+func (cx codexCLI) run(t *testing.T, dir, prompt string, args ...string) string {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, codexBin, "exec", "--skip-git-repo-check", "Say hello")
-	cmd.Dir = t.TempDir()
+	argv := append(append([]string{"exec", "--skip-git-repo-check"}, args...), prompt)
+	cmd := exec.CommandContext(ctx, cx.bin, argv...)
+	cmd.Dir = dir
 	cmd.Env = []string{
-		"HOME=" + home, "CODEX_HOME=" + home, "PATH=" + os.Getenv("PATH"),
+		"HOME=" + cx.home, "CODEX_HOME=" + cx.home, "PATH=" + os.Getenv("PATH"),
 		"POOL_API_KEY=" + gatewayKey, "NO_COLOR=1", "TERM=dumb",
 	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
-	t.Logf("codex exec \"Say hello\": exit %v\n--- stdout\n%s--- stderr\n%s", cmd.ProcessState, stdout.String(), stderr.String())
+	t.Logf("codex %q: exit %v\n--- stdout\n%s--- stderr\n%s", argv, cmd.ProcessState, stdout.String(), stderr.String())
 	if err != nil {
 		t.Fatalf("codex exec: %v", err)
 	}
-
-	// The simulator's answer is a function of every input_text the CLI sent (its instructions
-	// included): read the bodies back from the gateway's debug log.
-	var answers []string
-	for _, line := range strings.Split(gw.out.String(), "\n") {
-		var l struct {
-			Msg          string `json:"msg"`
-			Body         string `json:"body"`
-			Method, Path string
-			Status       int
-			Code         string
-			Stream       bool
-		}
-		if json.Unmarshal([]byte(line), &l) != nil {
-			continue
-		}
-		if l.Msg == "request" {
-			t.Logf("gateway: %s %s -> %d %s (stream %v)", l.Method, l.Path, l.Status, l.Code, l.Stream)
-		}
-		if l.Msg != "request body" {
-			continue
-		}
-		answers = append(answers, codextest.Answer(codextest.PromptOf([]byte(l.Body)), 8))
-		t.Logf("the CLI sent %d bytes; top-level fields: %s", len(l.Body), topLevelKeys(l.Body))
-	}
-	if len(answers) == 0 {
-		t.Fatalf("the gateway saw no request body:\n%s", gw.out.String())
-	}
-	if want := answers[len(answers)-1]; strings.TrimSpace(stdout.String()) != want {
-		t.Errorf("codex printed %q, want the simulator's answer %q", strings.TrimSpace(stdout.String()), want)
-	}
+	return strings.TrimSpace(stdout.String())
 }
 
 // networkInterfaces lists the network interfaces this process sees.

@@ -46,7 +46,8 @@ Control (HTTP on the same address):
 Per request: metadata {"sim_fault": "failed", "sim_latency_ms": "200", "sim_words": "5"}.
 Faults: drop, failed, incomplete, bad_json, stall, binary, error, error:429, error_nostatus,
 conn_limit, close1008, overloaded (an error event server_is_overloaded inside the 200 stream),
-overloaded_failed (response.failed with that code).
+overloaded_failed (response.failed with that code), context_length (response.failed with code
+context_length_exceeded), context_length_error (that code in a 400 error event).
 
 Tool calls: a directive in the text of the last user message,
   [sim:tool name=Bash args={"command":"echo hi > f.txt"}]

@@ -1,6 +1,7 @@
 package anthropic
 
 import (
+	"encoding/json"
 	"fmt"
 	"path"
 	"slices"
@@ -48,4 +49,45 @@ func (m ModelMap) Resolve(name string, served []string) string {
 		}
 	}
 	return ""
+}
+
+// modelInfo is one model in the shape of Anthropic's GET /v1/models.
+type modelInfo struct {
+	Type        string `json:"type"`
+	ID          string `json:"id"`
+	DisplayName string `json:"display_name"`
+	CreatedAt   string `json:"created_at"`
+}
+
+// modelCreated is every model's created_at: the pool's models have no release date of their own.
+const modelCreated = "1970-01-01T00:00:00Z"
+
+// ModelList is the body of Anthropic's GET /v1/models for ids, on one page.
+func ModelList(ids []string) []byte {
+	page := struct {
+		Data    []modelInfo `json:"data"`
+		HasMore bool        `json:"has_more"`
+		FirstID *string     `json:"first_id"`
+		LastID  *string     `json:"last_id"`
+	}{Data: make([]modelInfo, len(ids))}
+	for i, id := range ids {
+		page.Data[i] = modelInfo{Type: "model", ID: id, DisplayName: id, CreatedAt: modelCreated}
+	}
+	if len(ids) > 0 {
+		page.FirstID, page.LastID = &ids[0], &ids[len(ids)-1]
+	}
+	b, _ := json.Marshal(page)
+	return b
+}
+
+// ModelInfo is the body of Anthropic's GET /v1/models/{id}.
+func ModelInfo(id string) []byte {
+	b, _ := json.Marshal(modelInfo{Type: "model", ID: id, DisplayName: id, CreatedAt: modelCreated})
+	return b
+}
+
+// Known reports whether a request naming name reaches a model on purpose: the pool serves it or
+// a rule maps it.
+func (m ModelMap) Known(name string, served []string) bool {
+	return m.Resolve(name, served) != ""
 }

@@ -20,6 +20,6 @@ func ExampleRequest() {
 	fmt.Println(err)
 	// Output:
 	// true
-	// {"type":"response.create","model":"gpt-5.1-codex","input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"Say hello"}]}],"metadata":{"team":"a"},"store":false,"stream":true}
+	// {"type":"response.create","model":"gpt-5.1-codex","client_metadata":{"team":"a"},"input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"Say hello"}]}],"store":false,"stream":true}
 	// 400 invalid_request: "max_output_tokens": must be a positive integer
 }

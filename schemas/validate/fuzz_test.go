@@ -71,17 +71,30 @@ func FuzzParseRequest(f *testing.F) {
 		} else if !bytes.Equal(got["input"], in) {
 			t.Fatalf("input: got %s, want %s", got["input"], in)
 		}
+		want := len(orig) + len(missing(orig, "type", "store", "stream", "model"))
+		_, ownClientMetadata := orig["client_metadata"]
 		for k, v := range orig {
-			switch k {
-			case "type", "store", "stream", "model", "input":
+			switch {
+			case k == "type", k == "store", k == "stream", k == "model", k == "input":
 				continue
+			case schemas.NotUpstream[k], k == "metadata" && ownClientMetadata:
+				if _, ok := got[k]; ok {
+					t.Fatalf("field %q went upstream: the origin refuses it", k)
+				}
+				want--
+				continue
+			case k == "metadata":
+				k = "client_metadata" // the origin refuses metadata, and takes client_metadata
 			}
 			if !bytes.Equal(got[k], v) {
 				t.Fatalf("field %q: got %s, want %s", k, got[k], v)
 			}
 		}
-		if len(got) != len(orig)+len(missing(orig, "type", "store", "stream", "model")) {
-			t.Fatalf("got %d fields, want %d: %s", len(got), len(orig), up)
+		if _, ok := got["metadata"]; ok {
+			t.Fatalf("metadata went upstream: %s", up)
+		}
+		if len(got) != want {
+			t.Fatalf("got %d fields, want %d: %s", len(got), want, up)
 		}
 	})
 }

@@ -227,9 +227,10 @@ func topLevel(t *testing.T, b []byte) ([]string, map[string]json.RawMessage) {
 func TestUpstreamTypicalFrame(t *testing.T) {
 	r := mustParse(t, `{"model": "gpt-5.1-codex", "instructions": "Be brief.", "input": "Say hello", "stream": false, "metadata": {"k": "v"}}`)
 	got := string(mustUpstream(t, r, "default-model"))
-	want := `{"type":"response.create","model":"gpt-5.1-codex",` +
+	// metadata, which the origin refuses, goes as client_metadata (sorted under that name).
+	want := `{"type":"response.create","model":"gpt-5.1-codex","client_metadata":{"k": "v"},` +
 		`"input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"Say hello"}]}],` +
-		`"instructions":"Be brief.","metadata":{"k": "v"},"store":false,"stream":true}`
+		`"instructions":"Be brief.","store":false,"stream":true}`
 	if got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
@@ -308,7 +309,7 @@ func TestUpstreamForcedFields(t *testing.T) {
 func TestUpstreamUnknownFieldsByteForByte(t *testing.T) {
 	fields := map[string]string{
 		"weird":        `{"b" : [1.0, 2e3, "\u00e9", 12345678901234567890123], "a":null}`,
-		"temperature":  `0.70`,
+		"text":         `{"verbosity" : "low"}`,
 		"reasoning":    `{"effort":"high","summary":"auto"}`,
 		"tools":        `[{"type":"function","name":"f","parameters":{"type":"object"}}]`,
 		"\u00fcml\"k":  `true`,
@@ -330,6 +331,31 @@ func TestUpstreamUnknownFieldsByteForByte(t *testing.T) {
 	}
 	if len(keys) != len(fields)+5 {
 		t.Errorf("got %d keys %v, want %d", len(keys), keys, len(fields)+5)
+	}
+}
+
+// TestUpstreamLeavesOutWhatTheOriginRefuses: the fields the Codex origin answers with 400
+// "Unsupported parameter" never go upstream; metadata goes as client_metadata, unless the request
+// has a client_metadata of its own.
+func TestUpstreamLeavesOutWhatTheOriginRefuses(t *testing.T) {
+	tests := []struct {
+		name, body string
+		want       string // the frame's fields between model and store
+	}{
+		{name: "sampling and limits", body: `{"input":"x","temperature":0.2,"top_p":1,"max_output_tokens":9,"stream_options":{},"safety_identifier":"u","prompt_cache_retention":"24h"}`,
+			want: `"input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"x"}]}]`},
+		{name: "metadata renamed", body: `{"input":"x","metadata":{"a":"b"}}`, want: `"client_metadata":{"a":"b"},"input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"x"}]}]`},
+		{name: "own client_metadata wins", body: `{"input":"x","metadata":{"a":"b"},"client_metadata":{"c":"d"}}`,
+			want: `"client_metadata":{"c":"d"},"input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"x"}]}]`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := string(mustUpstream(t, mustParse(t, tt.body), "m"))
+			want := `{"type":"response.create","model":"m",` + tt.want + `,"store":false,"stream":true}`
+			if got != want {
+				t.Errorf("got  %s\nwant %s", got, want)
+			}
+		})
 	}
 }
 

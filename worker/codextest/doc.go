@@ -49,7 +49,9 @@
 //     the prompt cache see all of it); any other id, and any over HTTP streaming, is answered
 //     400 previous_response_not_found. [Server.Turns] lists the frames received (socket, bytes);
 //   - an overloaded origin inside a 200 stream: faults "overloaded" (an error event with code
-//     server_is_overloaded) and "overloaded_failed" (response.failed with that code).
+//     server_is_overloaded) and "overloaded_failed" (response.failed with that code);
+//   - a context overflow: faults "context_length" (response.failed with code
+//     context_length_exceeded) and "context_length_error" (that code in a 400 error event).
 //
 // The Server is a shell, as httptest.Server is; each kind of harm has its own field and type:
 // Server.Faults ([Faults]: what the next requests suffer), Server.Limits ([Limits]: what gets

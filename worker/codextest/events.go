@@ -217,17 +217,39 @@ type step struct {
 
 // genRequest is what the server takes from a response.create frame.
 type genRequest struct {
-	Model    string          `json:"model"`
-	Input    json.RawMessage `json:"input"`
-	Generate *bool           `json:"generate"`
+	Model    string            `json:"model"`
+	Input    json.RawMessage   `json:"input"`
+	Generate *bool             `json:"generate"`
+	Metadata map[string]string `json:"metadata"`
+	// ClientMetadata is where a pool worker sends a request's metadata (the origin refuses
+	// "metadata"); its string values are read as the same per-request overrides.
+	ClientMetadata json.RawMessage `json:"client_metadata"`
 	// PreviousResponseID continues a response made on the same socket (continue.go).
-	PreviousResponseID string            `json:"previous_response_id"`
-	Metadata           map[string]string `json:"metadata"`
+	PreviousResponseID string `json:"previous_response_id"`
 	// Instructions, Tools and Include are kept raw: a shape the server does not read must not
 	// fail the frame.
 	Instructions json.RawMessage `json:"instructions"`
 	Tools        json.RawMessage `json:"tools"`
 	Include      json.RawMessage `json:"include"`
+}
+
+// overrides returns the per-request settings (sim_fault, sim_latency_ms, …): metadata when the
+// request has it, else the string values of client_metadata.
+func (r *genRequest) overrides() map[string]string {
+	if r.Metadata != nil || len(r.ClientMetadata) == 0 {
+		return r.Metadata
+	}
+	var m map[string]any
+	if json.Unmarshal(r.ClientMetadata, &m) != nil {
+		return nil
+	}
+	out := map[string]string{}
+	for k, v := range m {
+		if s, ok := v.(string); ok {
+			out[k] = s
+		}
+	}
+	return out
 }
 
 // plan holds the per-response settings after metadata overrides.
@@ -305,6 +327,9 @@ func (b *stepBuilder) faulted(p plan, now time.Time) bool {
 	case FaultError, FaultErrorNoStatus:
 		b.add(0, faultErrorEvent(p.fault, now))
 		return true
+	case FaultContextLengthError:
+		b.add(0, contextLengthEvent())
+		return true
 	case FaultConnLimit:
 		b.addOp(step{op: opCloseConn, ev: connLimitEvent()})
 		return true
@@ -345,6 +370,8 @@ func (b *stepBuilder) failed(p plan) bool {
 		ev := b.respEvent(evFailed, "failed")
 		ev.Response.Error = &respError{Code: codeOverloaded, Message: overloadedMessage}
 		b.add(p.deltaAt(0), ev)
+	case FaultContextLength:
+		b.add(p.deltaAt(0), b.contextLengthFailed())
 	default:
 		return false
 	}

@@ -53,6 +53,8 @@ const (
 	// FaultHangUpgrade is upgrade-level only: the TCP connection is accepted but the upgrade is
 	// never answered (until the client gives up or the server closes).
 	FaultHangUpgrade Fault = "hang_upgrade"
+	// FaultContextLength and FaultContextLengthError (overflow.go) are the origin's answers to an
+	// input over the context window.
 )
 
 // errorStatus returns a custom status from an "error:NNN" fault, else 0.
@@ -85,7 +87,7 @@ func (f Fault) Valid() bool {
 	switch f.kind() {
 	case FaultNone, FaultDrop, FaultFailed, FaultIncomplete, FaultBadJSON, FaultStall, FaultBinary,
 		FaultErrorNoStatus, FaultConnLimit, FaultClose1008, FaultHangUpgrade, FaultOverloaded,
-		FaultOverloadedFailed:
+		FaultOverloadedFailed, FaultContextLength, FaultContextLengthError:
 		return !strings.Contains(string(f), ":")
 	case FaultError:
 		if !strings.Contains(string(f), ":") {

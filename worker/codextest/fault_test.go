@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -114,6 +115,19 @@ var faultCases = []struct {
 		e := expectTypes(t, c, "response.created", "response.in_progress", "response.failed")[2]
 		if e.get("response.status") != "failed" || e.get("response.error.code") != codeOverloaded {
 			t.Errorf("response.failed %s, want error.code %s", e.raw, codeOverloaded)
+		}
+	}},
+	{FaultContextLength, func(t *testing.T, c *websocket.Conn) {
+		e := expectTypes(t, c, "response.created", "response.in_progress", "response.failed")[2]
+		if e.get("response.status") != "failed" || e.get("response.error.code") != codeContextLength ||
+			!strings.Contains(e.get("response.error.message").(string), "exceeds the context window") {
+			t.Errorf("response.failed %s, want error.code %s and the origin's message", e.raw, codeContextLength)
+		}
+	}},
+	{FaultContextLengthError, func(t *testing.T, c *websocket.Conn) {
+		e := expectTypes(t, c, "error")[0]
+		if e.get("status") != 400.0 || e.get("error.type") != "invalid_request_error" || e.get("error.code") != codeContextLength {
+			t.Errorf("error event %s, want status 400 invalid_request_error %s", e.raw, codeContextLength)
 		}
 	}},
 	{FaultClose1008, func(t *testing.T, c *websocket.Conn) {

@@ -182,7 +182,7 @@ func (s *Server) begin(acct *account, req *genRequest, sse bool, now time.Time) 
 	if err != nil {
 		return nil, badRequestEvent(err.Error())
 	}
-	p, err := s.plan(req.Metadata)
+	p, err := s.plan(req.overrides())
 	if err != nil {
 		return nil, badRequestEvent(err.Error())
 	}

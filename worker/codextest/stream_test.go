@@ -32,6 +32,8 @@ func TestSSEMatchesWebSocket(t *testing.T) {
 		{fault: FaultErrorNoStatus},
 		{fault: FaultOverloaded},
 		{fault: FaultOverloadedFailed},
+		{fault: FaultContextLength},
+		{fault: FaultContextLengthError},
 		{fault: FaultBadJSON},
 		{fault: FaultDrop},
 		{fault: FaultBinary, wantSSE: []string{evRateLimits, evCreated, trDrop}},

@@ -157,6 +157,11 @@ var (
 	bashOut  = map[string]any{"type": "function_call_output", "call_id": "call_1", "output": "out"}
 )
 
+func developerMsg(text string) map[string]any {
+	return map[string]any{"type": "message", "role": "developer",
+		"content": []any{map[string]any{"type": "input_text", "text": text}}}
+}
+
 func assistantMsg(text string) map[string]any {
 	return map[string]any{"type": "message", "role": "assistant",
 		"content": []any{map[string]any{"type": "output_text", "text": text}}}
@@ -180,6 +185,8 @@ func TestToolCallAnswers(t *testing.T) {
 			tools: []string{"Bash"}, wantCalls: []string{"Bash"}},
 		{name: "directive only in an earlier user message", input: []any{userMsg(bash), userMsg("thanks")},
 			tools: []string{"Bash"}, wantText: Answer(bash+"thanks", 3)},
+		{name: "directive, then a developer message", input: []any{userMsg(bash), developerMsg("# Environment")},
+			tools: []string{"Bash"}, wantCalls: []string{"Bash"}},
 		{name: "results followed by a reminder are still answered", input: []any{userMsg(bash), bashCall, bashOut, userMsg("<reminder>")},
 			tools: []string{"Bash"}, wantText: "Tool Bash returned: out"},
 		{name: "answered results, then a new ask", input: []any{userMsg(bash), bashCall, bashOut, assistantMsg("Tool Bash returned: out"), userMsg(bash)},

@@ -73,10 +73,15 @@ func (t *turn) readItems(items []inputItem) error {
 // message reads a message item. The tool results gathered so far are answered once the model
 // has answered them with text (an assistant message) or the user asks again (a user message
 // with a directive): a user message without one, such as the reminders some agents send with
-// their tool results, keeps them.
+// their tool results, keeps them. Developer and system messages (Claude Code sends its
+// environment as one after the user's ask) are instructions, not the user's ask: they change
+// neither.
 func (t *turn) message(it inputItem) {
-	if it.Role == "assistant" {
+	switch it.Role {
+	case "assistant":
 		t.results = nil
+		return
+	case "developer", "system":
 		return
 	}
 	t.lastUser = messageText(it.Content)
