@@ -28,7 +28,7 @@ func TestE2ECodexCLIWebSocket(t *testing.T) {
 	if ifs := networkInterfaces(t); len(ifs) != 1 || ifs[0] != "lo" {
 		t.Fatalf("network interfaces %v: the Codex CLI runs only where loopback is all there is (ip netns)", ifs)
 	}
-	c := newCluster(t, codextest.Options{Words: 8})
+	c := newCluster(t, codextest.Options{Words: 8, Strict: true}) // refuses any field the origin refuses
 	c.startWorker("w1")
 	gw, base := c.startGateway()
 
