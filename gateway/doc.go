@@ -17,6 +17,9 @@
 //     "event: <type>\ndata: <event JSON>\n\n" frame per pool event, flushed as it comes, and
 //     ": keep-alive" comments while the origin is silent; otherwise the one-shot JSON reply.
 //     "background": true makes a durable job when Config.Jobs is set.
+//   - GET /v1/responses with a WebSocket upgrade: Responses over WebSocket, as the Codex backend
+//     speaks it (ws.go): response.create frames in, event frames out, one socket one session
+//     (Codex-Session-Id), so previous_response_id with only the new items continues upstream.
 //   - GET /v1/responses/{id}: a background response as it progresses, to the key that made it
 //     only: any other key gets the 404 not_found of an id that does not exist.
 //   - POST /v1/chat/completions: Chat Completions translated by package gateway/chat; JSON, or

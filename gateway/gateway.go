@@ -261,6 +261,9 @@ func (g *Gateway) route(w http.ResponseWriter, r *http.Request, c call) outcome 
 	}
 	switch {
 	case p == "/v1/responses":
+		if r.Method == http.MethodGet && isWebSocket(r) {
+			return g.serveWS(w, r, c) // ws.go
+		}
 		if r.Method != http.MethodPost {
 			return g.methodNotAllowed(w, r, http.MethodPost)
 		}

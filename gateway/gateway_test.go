@@ -108,7 +108,7 @@ func TestErrorShapes(t *testing.T) {
 		{"no input", "POST", "/v1/responses", `{"model":"m"}`, false, 400, "invalid_request_error", "invalid_request", "input", "required"},
 		{"metadata", "POST", "/v1/responses", `{"input":"x","metadata":{"a":1}}`, false, 400, "invalid_request_error", "invalid_request", "metadata.a", "string"},
 		{"not JSON", "POST", "/v1/responses", `{"input":`, false, 400, "invalid_request_error", "invalid_request", "", "JSON"},
-		{"previous_response_id", "POST", "/v1/responses", `{"input":"x","previous_response_id":"resp_1"}`, false, 400, "invalid_request_error", "invalid_request", "previous_response_id", "stateless"},
+		{"previous_response_id", "POST", "/v1/responses", `{"input":"x","previous_response_id":"resp_1"}`, false, 400, "invalid_request_error", "invalid_request", "previous_response_id", "only in a session"},
 		{"background without jobs", "POST", "/v1/responses", `{"input":"x","background":true}`, false, 400, "invalid_request_error", "invalid_request", "background", "job"},
 		{"too large", "POST", "/v1/responses", `{"input":"` + strings.Repeat("x", 300) + `"}`, false, 413, "invalid_request_error", "request_too_large", "", "200"},
 		{"no route", "GET", "/v1/embeddings", "", false, 404, "invalid_request_error", "not_found", "", "no route"},

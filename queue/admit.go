@@ -58,9 +58,20 @@ func (s *Service) admit(in admission) admitted {
 		}
 		a.timeout = min(a.timeout, d)
 	}
-	r, err := validate.Request(in.data)
+	sid := in.hdr.Get(schemas.HeaderSessionID)
+	if len(sid) > schemas.MaxSessionIDBytes {
+		a.err = schemas.Errorf(schemas.CodeInvalidRequest, "%s header is %d bytes, more than %d",
+			schemas.HeaderSessionID, len(sid), schemas.MaxSessionIDBytes)
+		return a
+	}
+	validateRequest := validate.Request
+	if sid != "" {
+		validateRequest = validate.SessionRequest
+	}
+	r, err := validateRequest(in.data)
 	if r != nil {
-		r.Session = schemas.SessionKey(in.hdr.Get)
+		r.Session = sid
+		r.StickyKey = schemas.SessionKey(in.hdr.Get)
 	}
 	a.req = r
 	if err != nil {

@@ -33,8 +33,11 @@ func TestMicroDiscovery(t *testing.T) {
 
 	var info micro.Info
 	decode(t, request(t, nc, "$SRV.INFO.codexpool", "", nil).Data, &info)
-	if len(info.Endpoints) != 1 {
-		t.Fatalf("INFO endpoints = %+v, want one", info.Endpoints)
+	if len(info.Endpoints) != 2 {
+		t.Fatalf("INFO endpoints = %+v, want two (generate and the worker's own)", info.Endpoints)
+	}
+	if ep := info.Endpoints[1]; ep.Name != "worker" || ep.Subject != "codex.generate.worker.w-disc" {
+		t.Errorf("INFO second endpoint = %s on %s, want worker on codex.generate.worker.w-disc", ep.Name, ep.Subject)
 	}
 	ep := info.Endpoints[0]
 	if ep.Name != EndpointName || ep.Subject != DefaultSubject || ep.QueueGroup != DefaultQueueGroup {
@@ -51,7 +54,7 @@ func TestMicroDiscovery(t *testing.T) {
 	testutil.WaitFor(t, 5*time.Second, "micro to count 3 requests", func() bool {
 		stats = micro.Stats{}
 		decode(t, request(t, nc, "$SRV.STATS.codexpool", "", nil).Data, &stats)
-		return len(stats.Endpoints) == 1 && stats.Endpoints[0].NumRequests >= 3
+		return len(stats.Endpoints) == 2 && stats.Endpoints[0].NumRequests >= 3
 	})
 	es := stats.Endpoints[0]
 	if es.NumRequests != 3 || es.NumErrors != 1 {

@@ -26,6 +26,10 @@
 // message if the generation failed, and always an empty-payload sentinel last. Errors follow the NATS
 // micro convention: Nats-Service-Error-Code and Nats-Service-Error headers and a JSON error body.
 //
+// Every worker also serves its own subject, <subject>.worker.<worker id> (micro endpoint
+// "worker", see session.go): the later turns of a session (Codex-Session-Id) go there, to the
+// worker that owns it; client.Session does this.
+//
 // # A full worker: forward with a hop limit, then a fast 429
 //
 // NATS queue groups do not know how busy a member is: they pick one at random. A worker whose

@@ -128,6 +128,9 @@ func NewService(nc *nats.Conn, cfg Config, gen Generator) (*Service, error) {
 		return nil, errors.New("queue: NewService needs a connection and a generator")
 	}
 	cfg = cfg.withDefaults(nc)
+	if !schemas.ValidWorkerID(cfg.WorkerID) {
+		return nil, fmt.Errorf("queue: worker id %q cannot end a subject (no spaces, wildcards or empty tokens): it names the worker's own subject", cfg.WorkerID)
+	}
 	s := &Service{
 		nc:    nc,
 		cfg:   cfg,
@@ -206,6 +209,9 @@ func (s *Service) subscribe() error {
 			"worker":       s.cfg.WorkerID,
 			"max_inflight": strconv.Itoa(s.cfg.MaxInflight),
 		}))
+	if err == nil {
+		err = s.addWorkerEndpoint(svc)
+	}
 	if err == nil {
 		s.cancelSub, err = s.nc.Subscribe(s.cfg.CancelSubject, s.onCancel)
 		if err != nil {

@@ -91,12 +91,12 @@ func TestSessionHeadersReachTheGenerator(t *testing.T) {
 	ns := startServer(t)
 	got := make(chan string, 1)
 	newService(t, ns, Config{}, genFunc(func(_ context.Context, r *schemas.Request, _ func([]byte) error) ([]byte, error) {
-		got <- r.Session
+		got <- r.StickyKey
 		return []byte(`{"id":"r","object":"response","status":"completed","output":[]}`), nil
 	}))
 	nc := connect(t, ns)
 	hdr := nats.Header{}
-	hdr.Set(schemas.HeaderSessionID, "conv-7")
+	hdr.Set(schemas.HeaderStickySession, "conv-7")
 	request(t, nc, "codex.generate", `{"input":"hi"}`, hdr)
 	if s := <-got; s != schemas.SessionKey(hdr.Get) || s == "" {
 		t.Errorf("Session %q, want the key of session_id conv-7", s)

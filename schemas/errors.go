@@ -23,6 +23,10 @@ const (
 	CodeUnavailable          Code = "unavailable"           // 503: the worker is shutting down
 	CodeUpstreamTimeout      Code = "upstream_timeout"      // 504: connect, first event, idle or deadline
 	CodeCancelled            Code = "cancelled"             // 499: cancelled on codex.cancel
+	// CodePreviousResponseNotFound (400): previous_response_id names a response this session's
+	// socket does not have (its owner is gone, or another worker got the request): resend the
+	// whole conversation.
+	CodePreviousResponseNotFound Code = "previous_response_not_found"
 )
 
 // StatusCancelled is the status of CodeCancelled (nginx's "client closed request").
@@ -37,14 +41,14 @@ func Codes() []Code {
 	return []Code{
 		CodeInvalidRequest, CodeRequestTooLarge, CodeUpstreamUnauthorized, CodeOriginForbidden,
 		CodeUpstreamRateLimited, CodeWorkerBusy, CodeUpstreamError, CodeUnavailable, CodeUpstreamTimeout,
-		CodeCancelled,
+		CodeCancelled, CodePreviousResponseNotFound,
 	}
 }
 
 // Status returns the HTTP-style status the contract pairs with c (502 for unknown codes).
 func (c Code) Status() int {
 	switch c {
-	case CodeInvalidRequest:
+	case CodeInvalidRequest, CodePreviousResponseNotFound:
 		return http.StatusBadRequest
 	case CodeRequestTooLarge:
 		return http.StatusRequestEntityTooLarge

@@ -12,7 +12,8 @@ func TestCodeStatus(t *testing.T) {
 		CodeInvalidRequest: 400, CodeRequestTooLarge: 413, CodeUpstreamUnauthorized: 401,
 		CodeOriginForbidden: 403, CodeUpstreamRateLimited: 429, CodeWorkerBusy: 429,
 		CodeUpstreamError: 502, CodeUnavailable: 503, CodeUpstreamTimeout: 504, CodeCancelled: 499,
-		Code("something_new"): 502,
+		CodePreviousResponseNotFound: 400,
+		Code("something_new"):        502,
 	}
 	if len(want) != len(Codes())+1 {
 		t.Fatalf("the table covers %d codes, Codes() has %d", len(want)-1, len(Codes()))

@@ -14,11 +14,13 @@ type Request struct {
 	ID string
 	// Model is the requested model, "" when the request names none.
 	Model string
+	// Session is the Codex-Session-Id the request came with, "" for none. Set by queue.
+	Session string
 	// Stream is true when the client asked for a streamed reply.
 	Stream bool
-	// Session is the sticky-routing key from the request's session headers (see SessionKey);
+	// StickyKey is the sticky-routing key from the request's session headers (see SessionKey);
 	// "" = none (the worker then uses PromptCacheKey). Set by queue.
-	Session string
+	StickyKey string
 	// fields holds every top-level field of the request as received (raw JSON values).
 	fields map[string]json.RawMessage
 }

@@ -85,6 +85,10 @@ type Config struct {
 	// use are at their MaxConcurrent; then it is answered 429 worker_busy (retry after 1 s).
 	// Default DefaultAccountQueueTimeout.
 	AccountQueueTimeout time.Duration
+
+	// SessionIdleTimeout is how long a session (schemas.Request.Session) keeps its reserved
+	// upstream socket without a turn; default DefaultSessionIdleTimeout.
+	SessionIdleTimeout time.Duration
 }
 
 // Account is one set of Codex credentials of a Worker (Config.Accounts). ParseAccounts and

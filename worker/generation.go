@@ -32,7 +32,12 @@ func (w *Worker) Generate(ctx context.Context, req *schemas.Request, emit func(e
 	if err != nil {
 		return nil, schemas.Errorf(schemas.CodeInvalidRequest, "%v", err)
 	}
-	g := &generation{w: w, req: req, emit: emit, frame: frame, session: cmp.Or(req.Session, req.PromptCacheKey()), start: start}
+	g := &generation{w: w, req: req, emit: emit, frame: frame, session: cmp.Or(req.StickyKey, req.PromptCacheKey()), start: start}
+	if err := g.enterSession(ctx); err != nil {
+		g.report(ctx, err)
+		return nil, err
+	}
+	defer g.leaveSession()
 	g.lookup(ctx)
 	err = g.route(ctx)
 	g.settle(ctx, err)
@@ -55,6 +60,8 @@ type generation struct {
 	bound   *account  // the account bind names; nil = unbound (or an account this worker lacks)
 	queued  time.Time // when the generation first held (no account could take it); zero = never
 	unlease func()    // gives the running try's slot back; nil = it holds none
+	sess    *session  // the continuation session the request belongs to; nil for none (session.go)
+	cont    bool      // the request continues a response of sess (previous_response_id)
 
 	tried      []*account    // accounts picked, in order; the last is the one trying (or that tried)
 	try        attempt       // what the last account's try has seen
@@ -91,7 +98,7 @@ func (g *generation) route(ctx context.Context) error {
 	var err error
 	for {
 		now := time.Now()
-		a, hold, cerr := g.w.router.pick(now, g.want(now), g.tried)
+		a, hold, cerr := g.w.router.pick(now, g.want(now), g.excluded())
 		if hold {
 			if g.queued.IsZero() {
 				g.queued = now
@@ -103,6 +110,9 @@ func (g *generation) route(ctx context.Context) error {
 				return herr
 			}
 			continue
+		}
+		if a == nil && g.cont {
+			return errNotFound("the session's account cannot take it now")
 		}
 		if a == nil {
 			return g.w.noAccountLeft(err, cerr)
@@ -118,9 +128,12 @@ func (g *generation) route(ctx context.Context) error {
 	}
 }
 
-// want is the account the generation holds out for at now: its session's, until
-// Config.StickyWait has passed.
+// want is the account the generation holds out for at now: a continuation's session account,
+// else its sticky binding's, until Config.StickyWait has passed.
 func (g *generation) want(now time.Time) *account {
+	if g.cont && g.sess.acct != nil {
+		return g.sess.acct // a continuation runs on its session's account alone (excluded)
+	}
 	if g.bound == nil || now.Sub(g.start) > g.w.sticky.wait {
 		return nil
 	}
@@ -175,7 +188,7 @@ func (g *generation) run(ctx context.Context, a *account) error {
 	if g.w.policy.name {
 		schemas.NoteAccount(ctx, a.name)
 	}
-	res, err := a.codex.Generate(ctx, g.frame, g.onEvent)
+	res, err := g.upstream(ctx, a)
 	if g.unlease != nil {
 		g.unlease()
 		g.unlease = nil
@@ -223,7 +236,7 @@ func (g *generation) onEvent(ev codex.Event) error {
 // limits or credentials, and the caller has seen nothing of it.
 func (g *generation) moveOn(ctx context.Context, a *account, err error) bool {
 	reason := g.w.refused(a, err)
-	if reason == "" || !g.try.onlyRefusal() || !g.w.policy.move || ctx.Err() != nil {
+	if reason == "" || g.cont || !g.try.onlyRefusal() || !g.w.policy.move || ctx.Err() != nil {
 		return false
 	}
 	a.moved.Add(1)

@@ -213,6 +213,7 @@ func (w *Worker) UpstreamStats() codex.Stats {
 		t.Discarded += s.Discarded
 		t.Expired += s.Expired
 		t.Idle += s.Idle
+		t.Pinned += s.Pinned
 		t.Open += s.Open
 	}
 	return t

@@ -23,7 +23,7 @@ func turn(ctx context.Context, t *testing.T, sim *codextest.Server, w *worker.Wo
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.Session = session
+	r.StickyKey = session
 	_, err = w.Generate(ctx, r, nil)
 	for name, n := range completedBy(sim) {
 		if n > before[name] {

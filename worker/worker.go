@@ -27,15 +27,16 @@ import (
 // Worker runs generations against one Codex origin with one or more accounts. Safe for concurrent
 // use.
 type Worker struct {
-	cfg    Config
-	id     string
-	log    *slog.Logger
-	router *router
-	obs    Observer
-	coord  codex.Coordinator // shares logins between workers; nil = each worker on its own
-	policy policy            // accountsPolicy with Config.Accounts, else shortcutPolicy
-	sticky *sticky           // nil = no sticky routing (Config.NoSticky)
-	slots  Slots             // leases of Account.MaxConcurrent slots
+	cfg      Config
+	id       string
+	log      *slog.Logger
+	router   *router
+	obs      Observer
+	coord    codex.Coordinator // shares logins between workers; nil = each worker on its own
+	policy   policy            // accountsPolicy with Config.Accounts, else shortcutPolicy
+	sticky   *sticky           // nil = no sticky routing (Config.NoSticky)
+	slots    Slots             // leases of Account.MaxConcurrent slots
+	sessions *sessionTable     // the sessions this worker owns (session.go)
 
 	// lastSpacing is the gate spacing (ns) the last debug gate line reported per account, to log
 	// changes.
@@ -126,8 +127,8 @@ func New(cfg Config, opts Options) (*Worker, error) {
 		p, accts = shortcutPolicy, []Account{{Name: DefaultAccountName, Token: cfg.Token, AccountID: cfg.AccountID, AuthFile: cfg.AuthFile}}
 	}
 	w := &Worker{cfg: cfg, id: cfg.ID, log: log, obs: opts.Observer, coord: opts.Coordinator, policy: p,
-		lastSpacing: make([]atomic.Int64, len(accts)),
-		router:      &router{cooldown: cfg.Cooldown}, sticky: newSticky(cfg, opts.Bindings), slots: opts.Slots}
+		lastSpacing: make([]atomic.Int64, len(accts)), sessions: newSessionTable(cfg.SessionIdleTimeout),
+		router: &router{cooldown: cfg.Cooldown}, sticky: newSticky(cfg, opts.Bindings), slots: opts.Slots}
 	if w.slots == nil {
 		w.slots = &memSlots{}
 	}
@@ -386,6 +387,7 @@ func (w *Worker) logResult(ctx context.Context, req *schemas.Request, a *account
 // token refresh in flight and share its answer (keep the pool's connection open until Close
 // returns). In-flight generations finish or fail on their own.
 func (w *Worker) Close() error {
+	w.sessions.close()
 	for _, a := range w.router.accounts {
 		_ = a.codex.Close()
 		if a.auth != nil {

@@ -316,6 +316,7 @@ type workerConfig struct {
 	ConnectTimeout  time.Duration `env:"CONNECT_TIMEOUT" key:"codex.connect_timeout" desc:"one upgrade attempt"`
 	IdleTimeout     time.Duration `env:"IDLE_TIMEOUT" key:"codex.idle_timeout" desc:"longest gap between upstream events (and before the first)"`
 	ShutdownGrace   time.Duration `env:"SHUTDOWN_GRACE" key:"nats.shutdown_grace" desc:"on SIGTERM: stop taking work, finish in-flight within this"`
+	SessionIdle     time.Duration `env:"SESSION_IDLE_TIMEOUT" key:"codex.session_idle_timeout" desc:"a session (Codex-Session-Id) idle this long gives its reserved upstream socket back; its next continuation gets previous_response_not_found"`
 
 	LogLevel  string `env:"LOG_LEVEL" key:"log.level" desc:"debug, info, warn or error"`
 	LogFormat string `env:"LOG_FORMAT" key:"log.format" desc:"auto (colour text on a terminal, JSON otherwise), text or json"`
@@ -334,7 +335,7 @@ func defaultWorkerConfig() workerConfig {
 		Model: "gpt-5.1-codex", Gate: "adaptive", ForbiddenCooldown: 3 * time.Second, WSReuse: true,
 		GateScope: "host", ForbiddenBudget: 10 * time.Second, ReplyPrefixes: "_INBOX.", MaxInflight: 256, RequestTimeout: 10 * time.Minute,
 		ConnectTimeout: 15 * time.Second, IdleTimeout: 5 * time.Minute, ShutdownGrace: 30 * time.Second,
-		LogLevel: "info", LogFormat: "auto", AccountCooldown: 30 * time.Second,
+		LogLevel: "info", LogFormat: "auto", AccountCooldown: 30 * time.Second, SessionIdle: 5 * time.Minute,
 		Sticky: true, StickyTTL: time.Hour, StickyBucket: "CODEXPOOL_SESSIONS",
 		AccountQueueTimeout: 30 * time.Second, AccountLeaseTTL: 6 * time.Second,
 	}
@@ -426,6 +427,8 @@ func (c workerConfig) validateLimits() error {
 		return bad("CONNECT_TIMEOUT", "must be positive, got %s", c.ConnectTimeout)
 	case c.IdleTimeout <= 0:
 		return bad("IDLE_TIMEOUT", "must be positive, got %s", c.IdleTimeout)
+	case c.SessionIdle <= 0:
+		return bad("SESSION_IDLE_TIMEOUT", "must be positive, got %s", c.SessionIdle)
 	case c.ShutdownGrace < 0:
 		return bad("SHUTDOWN_GRACE", "must be >= 0, got %s", c.ShutdownGrace)
 	case c.AccountCooldown <= 0:
@@ -549,6 +552,8 @@ func (c workerConfig) worker(accts []worker.Account) worker.Config {
 		NoSticky:            !c.Sticky,
 		StickyRefresh:       max(c.StickyTTL/4, time.Second),
 		AccountQueueTimeout: c.AccountQueueTimeout,
+
+		SessionIdleTimeout: c.SessionIdle,
 	}
 }
 

@@ -180,6 +180,16 @@ func rolesCanWork(t *testing.T, nc *nats.Conn, role string) {
 	if _, err := cl.Stream(ctx, request("stream "+role, nil), nil, func([]byte) error { return nil }); err != nil {
 		t.Fatalf("stream: %v", err)
 	}
+	sess := cl.Session("")
+	r, err := sess.Generate(ctx, request("session "+role, nil), nil)
+	if err != nil {
+		t.Fatalf("session turn 1: %v", err)
+	}
+	var first struct{ ID string }
+	_ = json.Unmarshal(r.Response, &first)
+	if r, err = sess.Generate(ctx, request("more", map[string]any{"previous_response_id": first.ID}), nil); err != nil || r.Worker != "w-roles" {
+		t.Fatalf("session turn 2 on the worker's own subject: %+v, %v", r, err)
+	}
 	if err := nc.Publish("codex.cancel", []byte("no-such-request")); err != nil {
 		t.Fatal(err)
 	}

@@ -146,7 +146,7 @@ func postMessages(t *testing.T, base string, msgs []map[string]string, hdr map[s
 func TestE2EStickyExhaustedAnd502(t *testing.T) {
 	c := newStickyCluster(t)
 	hdr := nats.Header{}
-	hdr.Set(schemas.HeaderSessionID, "codex-session-1")
+	hdr.Set(schemas.HeaderStickySession, "codex-session-1")
 	turn := func(i int) (string, error) {
 		before := completions(c)
 		_, err := c.client.Generate(ctxT(t, 30*time.Second), request(fmt.Sprintf("turn %d", i), nil), hdr)
@@ -154,7 +154,7 @@ func TestE2EStickyExhaustedAnd502(t *testing.T) {
 	}
 	other := func(i int) {
 		h := nats.Header{}
-		h.Set(schemas.HeaderSessionID, fmt.Sprintf("other-%d", i))
+		h.Set(schemas.HeaderStickySession, fmt.Sprintf("other-%d", i))
 		if _, err := c.client.Generate(ctxT(t, 30*time.Second), request("other", nil), h); err != nil {
 			t.Fatal(err)
 		}

@@ -40,4 +40,4 @@ codex="$PWD/node_modules/.bin/codex"
 (cd "$root" && go test -c -o "$work/cmd.test" ./cmd/codexpool)
 cd "$root/cmd/codexpool"
 ip netns exec "$ns" env GOPROXY=off GOTOOLCHAIN=local GOFLAGS="${GOFLAGS:-} -mod=readonly" \
-	CODEXPOOL_TEST_CODEX_CLI="$codex" "$work/cmd.test" -test.run '^TestE2ECodexCLI(PoolQuota)?$' -test.v -test.count=1
+	CODEXPOOL_TEST_CODEX_CLI="$codex" "$work/cmd.test" -test.run '^TestE2ECodexCLI(PoolQuota|WebSocket)?$' -test.v -test.count=1

@@ -129,7 +129,7 @@ func (s sessionTally) fill(r *StickyResult) {
 func converse(ctx context.Context, cl *client.Client, session string, turns int) sessionTally {
 	var t sessionTally
 	hdr := nats.Header{}
-	hdr.Set(schemas.HeaderSessionID, session)
+	hdr.Set(schemas.HeaderStickySession, session)
 	var history strings.Builder
 	for i := range turns {
 		fmt.Fprintf(&history, "%s turn %d: %s\n", session, i, strings.Repeat("tell me more about sticky sessions. ", 8))

@@ -5,7 +5,8 @@
 // Call [New] with a connected *nats.Conn, then [Client.Generate] for a one-shot reply or
 // [Client.Stream] for the events as they arrive. Errors the pool answers with are
 // *schemas.Error values (status, code, retry time); a pool with no worker subscribed gives an
-// error wrapping nats.ErrNoResponders.
+// error wrapping nats.ErrNoResponders. A conversation whose turns continue each other
+// (previous_response_id) goes through a [Session] (Client.Session), which keeps it on one worker.
 package client
 
 import (

@@ -19,7 +19,7 @@ const MaxNesting = 128
 
 // Why the fields a stateless pool cannot honour are refused, in the order they are checked.
 var forbidden = []struct{ field, why string }{
-	{"previous_response_id", `not supported: responses are not stored and the next request may reach another worker, so a stateless pool cannot continue one; send the whole conversation in "input"`},
+	{"previous_response_id", `only in a session (the Codex-Session-Id header over NATS, the WebSocket of GET /v1/responses on the gateway); otherwise send the whole conversation in "input"`},
 	{"background", `not supported: a background response must be stored and polled later, which a stateless pool cannot do; use "stream": true for long generations`},
 }
 
@@ -31,7 +31,13 @@ var forbidden = []struct{ field, why string }{
 // wins, for validation and forwarding alike. Unknown fields are kept and forwarded.
 //
 // Other errors (not *schemas.Error) mean the embedded schema is broken, a bug of this package.
-func Request(payload []byte) (*schemas.Request, error) {
+func Request(payload []byte) (*schemas.Request, error) { return request(payload, false) }
+
+// SessionRequest is Request for a request of a session (it came with Codex-Session-Id): it also
+// accepts previous_response_id, a non-empty string.
+func SessionRequest(payload []byte) (*schemas.Request, error) { return request(payload, true) }
+
+func request(payload []byte, session bool) (*schemas.Request, error) {
 	if len(jsonobj.TrimSpace(payload)) == 0 {
 		return nil, schemas.Errorf(schemas.CodeInvalidRequest, "request is empty: want a JSON object")
 	}
@@ -63,6 +69,9 @@ func Request(payload []byte) (*schemas.Request, error) {
 		fields[jsonobj.Unquote(payload[sp.Key[0]:sp.Key[1]])] = payload[sp.Val[0]:sp.Val[1]:sp.Val[1]]
 	}
 	for _, f := range forbidden {
+		if session && f.field == "previous_response_id" {
+			continue
+		}
 		if _, ok := fields[f.field]; ok {
 			return nil, schemas.Errorf(schemas.CodeInvalidRequest, "%s: %s", strconv.Quote(f.field), f.why)
 		}

@@ -115,8 +115,9 @@ var refusals = []struct {
 	{"tools item number", `{"input":"x","tools":[{},3]}`, `"tools[1]": must be an object`, false},
 	{"include string", `{"input":"x","include":"a"}`, `"include": must be an array of strings`, false},
 	{"include item number", `{"input":"x","include":[1]}`, `"include[0]": must be a string`, false},
-	{"previous_response_id", `{"input":"x","previous_response_id":"resp_1"}`, `"previous_response_id": not supported`, false},
-	{"previous_response_id null", `{"input":"x","previous_response_id":null}`, `"previous_response_id": not supported`, false},
+	// Outside a session (a header the schema cannot see): refused by hand.
+	{"previous_response_id", `{"input":"x","previous_response_id":"resp_1"}`, `"previous_response_id": only in a session`, true},
+	{"previous_response_id null", `{"input":"x","previous_response_id":null}`, `"previous_response_id": only in a session`, false},
 	{"background true", `{"input":"x","background":true}`, `"background": not supported`, false},
 	{"background false", `{"input":"x","background":false}`, `"background": not supported`, false},
 	{"forbidden field beats a bad input", `{"input":5,"background":true}`, `"background": not supported`, false},

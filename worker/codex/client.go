@@ -29,7 +29,8 @@ type Client struct {
 	httpUntil atomic.Int64
 
 	mu     sync.Mutex
-	idle   []*conn // idle pooled sockets, least recently used first
+	idle   []*conn            // idle pooled sockets, least recently used first
+	pinned map[*conn]struct{} // sockets reserved by a Pin between its generations
 	closed bool
 
 	stop chan struct{}  // closed by Close: stops the janitor
@@ -74,6 +75,7 @@ type Stats struct {
 	Discarded   int64 `json:"discarded"`   // idle sockets found closed or unhealthy
 	Expired     int64 `json:"expired"`     // idle sockets closed for idle expiry or age
 	Idle        int   `json:"idle"`        // idle pooled sockets now
+	Pinned      int   `json:"pinned"`      // sockets reserved for sessions (Pin) between their turns
 	Open        int64 `json:"open"`        // open sockets now (idle and in use)
 
 	// Transport is what a new generation uses now: "ws", or "http" after a 426 until
@@ -110,6 +112,7 @@ func New(cfg Config) (*Client, error) {
 		src:     cfg.Credentials,
 		httpURL: httpURL(cfg.URL),
 		stop:    make(chan struct{}),
+		pinned:  map[*conn]struct{}{},
 	}
 	if c.src == nil {
 		c.src = fixedSource{Credentials{Token: cfg.Token, AccountID: cfg.AccountID, Source: "config"}}
@@ -125,13 +128,13 @@ func New(cfg Config) (*Client, error) {
 // Stats returns the current counters.
 func (c *Client) Stats() Stats {
 	c.mu.Lock()
-	idle := len(c.idle)
+	idle, pinned := len(c.idle), len(c.pinned)
 	c.mu.Unlock()
 	st := Stats{
 		Dials: c.dials.Load(), Upgrades: c.upgrades.Load(), Forbidden: c.forbidden.Load(),
 		Generations: c.generations.Load(), Completed: c.completed.Load(), Reused: c.reused.Load(),
 		Retries: c.retries.Load(), Discarded: c.discarded.Load(), Expired: c.expired.Load(),
-		Idle: idle, Open: c.open.Load(), Transport: "ws",
+		Idle: idle, Pinned: pinned, Open: c.open.Load(), Transport: "ws",
 		HTTPResponses: c.httpResponses.Load(), HTTPFallbacks: c.fallbacks.Load(),
 		Unauthorized: c.unauthorized.Load(),
 	}
@@ -158,6 +161,12 @@ func (c *Client) Close() error {
 	c.closed = true
 	idle := c.idle
 	c.idle = nil
+	for cn := range c.pinned {
+		if cn.state.CompareAndSwap(statePinned, stateIdle) { // closed below like the idle ones
+			idle = append(idle, cn)
+		}
+	}
+	clear(c.pinned)
 	c.mu.Unlock()
 	close(c.stop)
 	for _, cn := range idle {
@@ -185,13 +194,25 @@ func (c *Client) Close() error {
 // Config.WSRetryAfter; pooled sockets are still used while they last. A 401 is retried once with
 // the credentials the TokenSource gives after it (a re-read or refreshed login).
 func (c *Client) Generate(ctx context.Context, frame []byte, onEvent func(Event) error) (*Result, error) {
+	return c.generate(ctx, frame, onEvent, nil)
+}
+
+// enter counts a generation in c.wg; false after Close.
+func (c *Client) enter() bool {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.closed {
-		c.mu.Unlock()
-		return nil, closedError()
+		return false
 	}
 	c.wg.Add(1)
-	c.mu.Unlock()
+	return true
+}
+
+// generate is Generate; with pin, the socket that completes the response stays with pin.
+func (c *Client) generate(ctx context.Context, frame []byte, onEvent func(Event) error, pin *Pin) (*Result, error) {
+	if !c.enter() {
+		return nil, closedError()
+	}
 	defer c.wg.Done()
 	c.generations.Add(1)
 
@@ -203,6 +224,7 @@ func (c *Client) Generate(ctx context.Context, frame []byte, onEvent func(Event)
 		if cn := c.lease(); cn != nil {
 			res.Reused = true
 			c.reused.Add(1)
+			cn.pin = pin
 			retry, err := c.run(ctx, cn, frame, onEvent, true, res)
 			if !retry {
 				return c.done(res, err)
@@ -225,6 +247,7 @@ func (c *Client) Generate(ctx context.Context, frame []byte, onEvent func(Event)
 	if err != nil {
 		return res, err
 	}
+	cn.pin = pin
 	_, err = c.run(ctx, cn, frame, onEvent, false, res)
 	return c.done(res, err)
 }

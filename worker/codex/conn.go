@@ -41,6 +41,7 @@ type conn struct {
 	id     string
 	born   time.Time
 	redact redactor // the credentials the socket was opened with: what the origin could echo
+	pin    *Pin     // the session the socket is reserved for; nil = pooled (set by its generation)
 
 	state     atomic.Int32
 	ended     atomic.Bool // the reader has stopped reading (set before it looks at state)
@@ -73,6 +74,10 @@ func (cn *conn) read() {
 			if cn.state.CompareAndSwap(stateIdle, stateDead) {
 				cn.c.log.Debug("codex: idle socket ended", "socket", cn.id, "err", err)
 				cn.c.forget(cn)
+				cn.close(false)
+			} else if cn.state.CompareAndSwap(statePinned, stateDead) {
+				cn.c.log.Debug("codex: pinned socket ended", "socket", cn.id, "err", err)
+				cn.c.unpin(cn)
 				cn.close(false)
 			}
 			return

@@ -38,6 +38,10 @@ func (c *Client) lease() *conn {
 
 // release puts a socket that just completed a response back into the pool, or closes it.
 func (c *Client) release(cn *conn) {
+	if cn.pin != nil {
+		c.keep(cn.pin, cn)
+		return
+	}
 	if c.cfg.NoReuse || time.Since(cn.born) >= c.cfg.MaxAge {
 		cn.close(true)
 		return

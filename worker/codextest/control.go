@@ -35,6 +35,7 @@ func (s *Server) controlMux() *http.ServeMux {
 	get := func(path string, h http.HandlerFunc) { handleOnly(mux, http.MethodGet, controlPrefix+path, h) }
 	get("/stats", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, s.Stats()) })
 	get("/accounts", s.getAccounts)
+	get("/turns", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, s.Turns()) })
 	get("/login", s.getLogin)
 	post := func(path string, change func(q *args) error) {
 		handleOnly(mux, http.MethodPost, controlPrefix+path, func(w http.ResponseWriter, r *http.Request) {

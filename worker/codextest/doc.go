@@ -44,6 +44,10 @@
 //   - a prompt cache per account (Options.NoPromptCache switches it off): the longest
 //     previously seen prefix, in whole 256-byte blocks, of a request's instructions, tools and
 //     input is its share of input_tokens reported as input_tokens_details.cached_tokens;
+//   - connection-local continuation: each socket remembers its responses, and a
+//     previous_response_id made on the same socket continues that conversation (the answer and
+//     the prompt cache see all of it); any other id, and any over HTTP streaming, is answered
+//     400 previous_response_not_found. [Server.Turns] lists the frames received (socket, bytes);
 //   - an overloaded origin inside a 200 stream: faults "overloaded" (an error event with code
 //     server_is_overloaded) and "overloaded_failed" (response.failed with that code);
 //   - a context overflow: faults "context_length" (response.failed with code
@@ -76,7 +80,7 @@
 // Counters are read with [Server.Stats] (InputTokens, CachedTokens and ToolCalls sum the usage
 // and function calls of the responses started, per account too); [Server.WaitAborts] waits for clients that gave up
 // mid-response. The same controls are served over HTTP under ControlURL (GET stats, accounts,
-// login; POST reject, limit, fault, refresh_fault, usage, ws, reset, close_clients), for
+// login, turns; POST reject, limit, fault, refresh_fault, usage, ws, reset, close_clients), for
 // `codexpool sim`.
 //
 // A socket serves one response at a time: a second response.create while one is in flight is

@@ -224,6 +224,8 @@ type genRequest struct {
 	// ClientMetadata is where a pool worker sends a request's metadata (the origin refuses
 	// "metadata"); its string values are read as the same per-request overrides.
 	ClientMetadata json.RawMessage `json:"client_metadata"`
+	// PreviousResponseID continues a response made on the same socket (continue.go).
+	PreviousResponseID string `json:"previous_response_id"`
 	// Instructions, Tools and Include are kept raw: a shape the server does not read must not
 	// fail the frame.
 	Instructions json.RawMessage `json:"instructions"`

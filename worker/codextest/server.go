@@ -62,6 +62,7 @@ type Server struct {
 	aborts   abortLog
 	last     lastRequests
 	caches   promptCaches
+	turns    turnLog       // the response.create frames received, for Turns
 	ids      atomic.Uint64 // response ids
 	done     chan struct{} // closed by Close
 }

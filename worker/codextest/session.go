@@ -21,6 +21,8 @@ type session struct {
 	readerDone chan struct{} // closed when the reader stops
 	done       chan struct{} // closed when run returns
 	served     int           // responses started on this socket
+	num        uint64        // the socket's number in Turns
+	hist       history       // the responses made here, for previous_response_id
 	lost       bool          // a write failed: the client is gone
 }
 
@@ -30,6 +32,7 @@ type generation struct {
 	steps []step
 	idx   int
 	seq   int
+	input json.RawMessage // the conversation the response answers, as items
 }
 
 func newSession(s *Server, ws *websocket.Conn, acct *account, epoch uint64) *session {
@@ -38,6 +41,7 @@ func newSession(s *Server, ws *websocket.Conn, acct *account, epoch uint64) *ses
 		ws:         ws,
 		acct:       acct,
 		epoch:      epoch,
+		num:        s.turns.sockets.Add(1),
 		frames:     make(chan []byte),
 		readerDone: make(chan struct{}),
 		done:       make(chan struct{}),
@@ -150,8 +154,15 @@ func (sc *session) frame(g *generation, data []byte, timer *time.Timer) (*genera
 		sc.s.c.busy.Add(1)
 		return g, sc.write(g, busyEvent()) == nil
 	}
+	sc.s.c.frameBytes.Add(int64(len(data)))
 	if refusal := sc.s.strictRefusal(data); refusal != nil {
 		return nil, sc.write(nil, refusal) == nil
+	}
+	n, miss := sc.continueFrom(&req.genRequest)
+	sc.s.turns.add(Turn{Socket: sc.num, Bytes: len(data), PreviousResponseID: req.PreviousResponseID,
+		Continued: miss == nil && req.PreviousResponseID != "", InputItems: n})
+	if miss != nil {
+		return nil, sc.write(nil, miss) == nil
 	}
 	now := time.Now()
 	steps, refusal := sc.s.begin(sc.acct, &req.genRequest, false, now)
@@ -162,7 +173,7 @@ func (sc *session) frame(g *generation, data []byte, timer *time.Timer) (*genera
 		sc.s.c.reused.Add(1)
 	}
 	sc.served++
-	g = &generation{start: now, steps: steps}
+	g = &generation{start: now, steps: steps, input: req.Input}
 	return sc.advance(g, timer)
 }
 
@@ -310,6 +321,7 @@ func (sc *session) exec(g *generation, st *step) bool {
 		// Counted before the write: a client that has read the event finds it in Stats.
 		if re, ok := st.ev.(*responseEvent); ok && re.Type == evCompleted {
 			sc.s.completed(sc.acct)
+			sc.rememberResponse(g, re)
 		}
 		return sc.write(g, st.ev) == nil
 	case opRaw, opBinary, opInfo:

@@ -48,6 +48,14 @@ type Stats struct {
 	// ToolCalls counts the function_call output items of the responses started.
 	ToolCalls int64 `json:"tool_calls"`
 
+	// FrameBytes sums the sizes of the response.create frames received over WebSockets: the
+	// bytes clients sent upstream (see also Server.Turns, per frame).
+	FrameBytes int64 `json:"frame_bytes"`
+	// Continued counts responses that continued a previous_response_id made on their socket;
+	// PreviousNotFound the previous_response_ids answered previous_response_not_found.
+	Continued        int64 `json:"continued"`
+	PreviousNotFound int64 `json:"previous_not_found"`
+
 	// Accounts are the per-account counters by Account.Name; nil without Options.Accounts.
 	Accounts map[string]AccountStats `json:"accounts,omitempty"`
 }
@@ -59,6 +67,7 @@ type counters struct {
 	responses, sse, completed, reused, busy, faults              atomic.Int64
 	httpRejected, unauthorized, usageLimited, unsupported        atomic.Int64
 	refreshCalls, refreshOK, refreshReused, refreshInvalidated   atomic.Int64
+	frameBytes, continued, previousNotFound                      atomic.Int64
 	tokens                                                       tokenCounters
 }
 
@@ -94,7 +103,8 @@ func (c *counters) reset() {
 	for _, v := range []*atomic.Int64{&c.upgradesAccepted, &c.upgradesRejected, &c.rejected403,
 		&c.upgrades426, &c.responses, &c.sse, &c.completed, &c.reused, &c.busy, &c.faults,
 		&c.httpRejected, &c.unauthorized, &c.usageLimited, &c.unsupported,
-		&c.refreshCalls, &c.refreshOK, &c.refreshReused, &c.refreshInvalidated} {
+		&c.refreshCalls, &c.refreshOK, &c.refreshReused, &c.refreshInvalidated,
+		&c.frameBytes, &c.continued, &c.previousNotFound} {
 		v.Store(0)
 	}
 	c.tokens.reset()
@@ -130,6 +140,9 @@ func (s *Server) Stats() Stats {
 		InputTokens:        s.c.tokens.input.Load(),
 		CachedTokens:       s.c.tokens.cached.Load(),
 		ToolCalls:          s.c.tokens.calls.Load(),
+		FrameBytes:         s.c.frameBytes.Load(),
+		Continued:          s.c.continued.Load(),
+		PreviousNotFound:   s.c.previousNotFound.Load(),
 		Accounts:           s.Accounts.all(time.Now()),
 	}
 }
@@ -142,4 +155,5 @@ func (s *Server) ResetStats() {
 	s.Accounts.resetCounters()
 	s.aborts.reset()
 	s.conns.resetPeak()
+	s.turns.reset()
 }

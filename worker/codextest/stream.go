@@ -90,6 +90,11 @@ func (s *Server) readStreamRequest(w http.ResponseWriter, r *http.Request) (*gen
 	if !strings.Contains(r.Header.Get("Accept"), "text/event-stream") && (req.Stream == nil || !*req.Stream) {
 		return nil, bad(`Only streaming is simulated: send "stream": true or Accept: text/event-stream.`)
 	}
+	if id := req.PreviousResponseID; id != "" {
+		s.c.previousNotFound.Add(1) // HTTP streaming keeps no connection-local state
+		ev := previousNotFoundEvent(id)
+		return nil, refusal{status: http.StatusBadRequest, code: ev.Error.Code, msg: ev.Error.Message}
+	}
 	return &req.genRequest, refusal{}
 }
 

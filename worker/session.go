@@ -1,0 +1,238 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/codexpool/codexpool/schemas"
+	"github.com/codexpool/codexpool/worker/codex"
+)
+
+// DefaultSessionIdleTimeout is how long a session keeps its socket without a turn, when
+// Config.SessionIdleTimeout is zero.
+const DefaultSessionIdleTimeout = 5 * time.Minute
+
+// Sessions (the contract's "Sessions"). A request with a session id (schemas.Request.Session)
+// belongs to a session. The worker that serves a turn of it without previous_response_id owns it
+// from then on: the session keeps that turn's account and reserves one of its upstream sockets
+// (codex.Pin), so a later turn with previous_response_id runs on the socket that made the
+// response it continues. Turns of a session run one at a time. A continuation this worker cannot
+// serve there — it owns no such session, the socket is gone, the account is out — is answered
+// previous_response_not_found at once, on which clients resend the whole conversation. A session
+// idle for Config.SessionIdleTimeout gives its socket back to the pool, and Close ends them all.
+
+// session is one session this worker owns.
+type session struct {
+	turn  chan struct{} // a one-slot lock, held for a turn: waiting for it honours ctx
+	acct  *account      // the account of the last turn; guarded by turn
+	pin   *codex.Pin    // the socket reserved on acct; guarded by turn
+	last  time.Time     // when the last turn ended; guarded by sessionTable.mu
+	users int           // turns holding or waiting for it; guarded by sessionTable.mu
+}
+
+// sessionTable is the sessions a worker owns, by id, and the janitor that idles them out.
+type sessionTable struct {
+	idle time.Duration
+
+	mu     sync.Mutex
+	m      map[string]*session
+	closed bool
+
+	stop chan struct{} // closed by close: stops the janitor
+	wg   sync.WaitGroup
+}
+
+func newSessionTable(idle time.Duration) *sessionTable {
+	if idle <= 0 {
+		idle = DefaultSessionIdleTimeout
+	}
+	t := &sessionTable{idle: idle, m: map[string]*session{}, stop: make(chan struct{})}
+	t.wg.Add(1)
+	go t.janitor()
+	return t
+}
+
+// errNotFound is the answer to a continuation this worker cannot serve.
+func errNotFound(why string) *schemas.Error {
+	return schemas.Errorf(schemas.CodePreviousResponseNotFound,
+		"previous_response_id: %s; resend the whole conversation without previous_response_id", why)
+}
+
+// enter returns the session id's session, holding its turn lock, for a turn. A continuation
+// needs a session this worker owns; any other turn makes one if there is none.
+func (t *sessionTable) enter(ctx context.Context, id string, continuation bool) (*session, error) {
+	t.mu.Lock()
+	s := t.m[id]
+	switch {
+	case t.closed:
+		t.mu.Unlock()
+		return nil, schemas.Errorf(schemas.CodeUnavailable, "worker: shutting down")
+	case s == nil && continuation:
+		t.mu.Unlock()
+		return nil, errNotFound("this worker holds no such session (its owner is gone, or the turn reached another worker)")
+	case s == nil:
+		s = &session{turn: make(chan struct{}, 1)}
+		t.m[id] = s
+	}
+	s.users++
+	t.mu.Unlock()
+	select {
+	case s.turn <- struct{}{}:
+		return s, nil
+	case <-ctx.Done():
+		t.leave(s, false)
+		return nil, ctx.Err()
+	}
+}
+
+// leave ends a turn on s (held is true), or a wait for one that gave up.
+func (t *sessionTable) leave(s *session, held bool) {
+	if held {
+		<-s.turn
+	}
+	t.mu.Lock()
+	s.users--
+	s.last = time.Now()
+	t.mu.Unlock()
+}
+
+// generate runs one turn of s on a (the account the generation routes to): on the session's
+// socket when a is the session's account, else on a new reservation on a.
+func (s *session) generate(ctx context.Context, a *account, frame []byte, continuation bool, onEvent func(codex.Event) error) (*codex.Result, error) {
+	if s.acct != a {
+		if continuation {
+			return nil, errNotFound("the session's account cannot take it now")
+		}
+		if s.pin != nil {
+			s.pin.Release()
+		}
+		s.acct, s.pin = a, a.codex.Pin()
+	}
+	res, err := s.pin.Generate(ctx, frame, continuation, onEvent)
+	if errors.Is(err, codex.ErrPinLost) {
+		return res, errNotFound("the session's upstream socket is gone")
+	}
+	if e, ok := schemas.AsError(err); ok && e.UpstreamCode == string(schemas.CodePreviousResponseNotFound) {
+		cp := *e
+		cp.Status, cp.Code = schemas.CodePreviousResponseNotFound.Status(), schemas.CodePreviousResponseNotFound
+		return res, &cp
+	}
+	return res, err
+}
+
+// janitor releases the sockets of sessions idle for t.idle until close.
+func (t *sessionTable) janitor() {
+	defer t.wg.Done()
+	tick := time.NewTicker(max(t.idle/4, 10*time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-t.stop:
+			return
+		case now := <-tick.C:
+			t.sweep(now)
+		}
+	}
+}
+
+// sweep forgets the sessions idle for t.idle at now and releases their sockets.
+func (t *sessionTable) sweep(now time.Time) {
+	var stale []*session
+	t.mu.Lock()
+	for id, s := range t.m {
+		if s.users == 0 && now.Sub(s.last) >= t.idle {
+			stale = append(stale, s)
+			delete(t.m, id)
+		}
+	}
+	t.mu.Unlock()
+	for _, s := range stale {
+		s.release()
+	}
+}
+
+// release gives the session's socket back; the session is no longer in the table.
+func (s *session) release() {
+	s.turn <- struct{}{} // waits for a turn in flight (only close releases a busy session)
+	if s.pin != nil {
+		s.pin.Release()
+	}
+	<-s.turn
+}
+
+// count returns how many sessions the worker owns now.
+func (t *sessionTable) count() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.m)
+}
+
+// close stops the janitor and releases every session; turns in flight finish first. Later
+// turns are refused.
+func (t *sessionTable) close() {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return
+	}
+	t.closed = true
+	all := t.m
+	t.m = map[string]*session{}
+	t.mu.Unlock()
+	close(t.stop)
+	t.wg.Wait()
+	for _, s := range all {
+		s.release()
+	}
+}
+
+// enterSession makes the generation a turn of its request's session, if it has one, holding the
+// session's turn lock until leaveSession.
+func (g *generation) enterSession(ctx context.Context) error {
+	if g.req.Session == "" {
+		return nil
+	}
+	g.cont = g.req.PreviousResponseID() != ""
+	s, err := g.w.sessions.enter(ctx, g.req.Session, g.cont)
+	if err != nil {
+		return err
+	}
+	g.sess = s
+	return nil
+}
+
+func (g *generation) leaveSession() {
+	if g.sess != nil {
+		g.w.sessions.leave(g.sess, true)
+	}
+}
+
+// excluded is what the router may not pick for the generation: the accounts tried, and for a
+// continuation every account but the session's.
+func (g *generation) excluded() []*account {
+	if !g.cont || g.sess.acct == nil {
+		return g.tried
+	}
+	out := slices.Clone(g.tried)
+	for _, a := range g.w.router.accounts {
+		if a != g.sess.acct {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// upstream runs the generation's try on a: on the session's socket in a session, else on a
+// pooled or new socket.
+func (g *generation) upstream(ctx context.Context, a *account) (*codex.Result, error) {
+	if g.sess == nil {
+		return a.codex.Generate(ctx, g.frame, g.onEvent)
+	}
+	return g.sess.generate(ctx, a, g.frame, g.cont, g.onEvent)
+}
+
+// Sessions returns how many sessions the worker owns now.
+func (w *Worker) Sessions() int { return w.sessions.count() }

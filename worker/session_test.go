@@ -1,0 +1,168 @@
+package worker_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/codexpool/codexpool/schemas"
+	"github.com/codexpool/codexpool/schemas/validate"
+	"github.com/codexpool/codexpool/worker"
+	"github.com/codexpool/codexpool/worker/codextest"
+)
+
+// sessionTurn runs one one-shot turn of session sid: prompt as the only new item, continuing
+// prev unless it is "". It returns the response id.
+func sessionTurn(ctx context.Context, w *worker.Worker, sid, prev, prompt string) (string, error) {
+	body := fmt.Sprintf(`{"input":%q`, prompt)
+	if prev != "" {
+		body += fmt.Sprintf(`,"previous_response_id":%q`, prev)
+	}
+	r, err := validate.SessionRequest([]byte(body + "}"))
+	if err != nil {
+		return "", err
+	}
+	r.ID, r.Session = "req-"+prompt, sid
+	out, err := w.Generate(ctx, r, nil)
+	if err != nil {
+		return "", err
+	}
+	var resp struct{ ID string }
+	err = json.Unmarshal(out, &resp)
+	return resp.ID, err
+}
+
+func TestSessionTurnsStayOnOneSocket(t *testing.T) {
+	sim := newAccountsSim(t, codextest.Options{Words: 2}, simAccount("a"), simAccount("b"), simAccount("c"))
+	w := newAccountsWorker(t, sim, worker.Config{}, "a", "b", "c")
+	ctx := testCtx(t)
+	prev := ""
+	for i := range 6 {
+		id, err := sessionTurn(ctx, w, "s1", prev, fmt.Sprintf("turn %d", i))
+		if err != nil {
+			t.Fatalf("turn %d: %v", i, err)
+		}
+		prev = id
+	}
+	turns := sim.Turns()
+	for i, tr := range turns {
+		if tr.Socket != turns[0].Socket || tr.Continued != (i > 0) {
+			t.Errorf("turn %d: %+v, want continued on socket %d", i, tr, turns[0].Socket)
+		}
+	}
+	if st := w.UpstreamStats(); st.Pinned != 1 || w.Sessions() != 1 {
+		t.Errorf("%d pinned sockets, %d sessions; want 1 and 1", st.Pinned, w.Sessions())
+	}
+}
+
+func TestSessionContinuationNotFound(t *testing.T) {
+	tests := []struct {
+		name  string
+		setup func(t *testing.T, sim *codextest.Server, w *worker.Worker) (sid, prev string)
+	}{
+		{"unknown session", func(*testing.T, *codextest.Server, *worker.Worker) (string, string) {
+			return "nobody", "resp_1"
+		}},
+		{"socket lost", func(t *testing.T, sim *codextest.Server, w *worker.Worker) (string, string) {
+			id, err := sessionTurn(testCtx(t), w, "s1", "", "first")
+			if err != nil {
+				t.Fatal(err)
+			}
+			sim.CloseClientConnections()
+			eventually(t, "the pinned socket to close", func() bool { return w.UpstreamStats().Open == 0 })
+			return "s1", id
+		}},
+		{"id from another socket", func(t *testing.T, sim *codextest.Server, w *worker.Worker) (string, string) {
+			if _, err := sessionTurn(testCtx(t), w, "s1", "", "first"); err != nil {
+				t.Fatal(err)
+			}
+			other, err := sessionTurn(testCtx(t), w, "s2", "", "other")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return "s1", other
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sim := codextest.NewServer(codextest.Options{Words: 2})
+			t.Cleanup(sim.Close)
+			w := newWorker(t, sim, nil)
+			sid, prev := tt.setup(t, sim, w)
+			start := time.Now()
+			_, err := sessionTurn(testCtx(t), w, sid, prev, "next")
+			e, ok := schemas.AsError(err)
+			if !ok || e.Code != schemas.CodePreviousResponseNotFound || e.Status != 400 {
+				t.Fatalf("got %v, want 400 previous_response_not_found", err)
+			}
+			if d := time.Since(start); d > time.Second {
+				t.Errorf("answered after %v, want at once", d)
+			}
+			// The full resend succeeds, and the session continues from it.
+			id, err := sessionTurn(testCtx(t), w, sid, "", "full resend")
+			if err != nil {
+				t.Fatalf("full resend: %v", err)
+			}
+			if _, err := sessionTurn(testCtx(t), w, sid, id, "then continue"); err != nil {
+				t.Fatalf("continuation after the resend: %v", err)
+			}
+		})
+	}
+}
+
+func TestSessionIdlesOut(t *testing.T) {
+	sim := codextest.NewServer(codextest.Options{Words: 2})
+	t.Cleanup(sim.Close)
+	w, err := worker.New(worker.Config{ID: "w1", URL: sim.URL, Token: "tok-123456789",
+		SessionIdleTimeout: 50 * time.Millisecond}, worker.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.Close() })
+	if _, err := sessionTurn(testCtx(t), w, "s1", "", "first"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the session to idle out", func() bool { return w.Sessions() == 0 })
+	// Its socket went back to the pool: the next request reuses it.
+	if st := w.UpstreamStats(); st.Pinned != 0 || st.Idle != 1 {
+		t.Errorf("after idling out: %d pinned, %d idle; want 0 and 1", st.Pinned, st.Idle)
+	}
+}
+
+func TestSessionCloseReleasesSockets(t *testing.T) {
+	sim := codextest.NewServer(codextest.Options{Words: 2})
+	t.Cleanup(sim.Close)
+	w, err := worker.New(worker.Config{ID: "w1", URL: sim.URL, Token: "tok-123456789"}, worker.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sid := range []string{"s1", "s2"} {
+		if _, err := sessionTurn(testCtx(t), w, sid, "", "first"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if st := w.UpstreamStats(); st.Open != 0 || st.Pinned != 0 {
+		t.Errorf("after Close: %d open, %d pinned; want 0", st.Open, st.Pinned)
+	}
+	_, err = sessionTurn(testCtx(t), w, "s1", "", "late")
+	if e, ok := schemas.AsError(err); !ok || e.Code != schemas.CodeUnavailable {
+		t.Errorf("a turn after Close: %v, want unavailable", err)
+	}
+}
+
+// eventually waits for cond, polling, for at most 10 s.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond) // polling a condition with a deadline
+	}
+}
