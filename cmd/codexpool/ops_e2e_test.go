@@ -145,8 +145,10 @@ func TestE2ESecureNATSPermissions(t *testing.T) {
 	opts := &server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, NoSigs: true, NoLog: true}
 	opts.Users = []*server.User{
 		{Username: "worker", Password: "worker-pw", Permissions: &server.Permissions{
-			Publish:   &server.SubjectPermission{Allow: []string{"codex.generate", "_INBOX.>", "codexpool.gate.>"}},
-			Subscribe: &server.SubjectPermission{Allow: []string{"codex.generate", "codex.cancel", "_INBOX.>", "$SRV.>", "codexpool.gate.>"}},
+			// $JS.API.INFO: the worker asks whether the server has JetStream (for shared session
+			// bindings); this one has none, so each worker keeps its own.
+			Publish:   &server.SubjectPermission{Allow: []string{"codex.generate", "_INBOX.>", "codexpool.gate.>", "$JS.API.INFO"}},
+			Subscribe: &server.SubjectPermission{Allow: []string{"codex.generate", "codex.generate.worker.>", "codex.cancel", "_INBOX.>", "$SRV.>", "codexpool.gate.>"}},
 		}},
 		{Username: "client", Password: "client-pw", Permissions: &server.Permissions{
 			Publish:   &server.SubjectPermission{Allow: []string{"codex.generate", "codex.cancel", "$SRV.>"}},
