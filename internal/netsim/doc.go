@@ -19,5 +19,5 @@
 // project's CI uses: a delay line over TUN needs only CONFIG_TUN.) Addresses come from
 // 10.213.0.0/16 and exist only inside the namespaces Setup made; nothing is added to the
 // namespace this process runs in. Namespace names carry this process's id and a random tag,
-// so concurrent runs never collide.
+// so concurrent runs never collide; Setup deletes those of a run whose process is gone.
 package netsim

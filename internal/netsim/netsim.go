@@ -56,6 +56,9 @@ func (n *Net) HostCommand(i int, name string, args ...string) *exec.Cmd {
 	return nsCommand(n.Hosts[i], name, args...)
 }
 
+// Command returns a command running name with args in namespace ns.
+func Command(ns, name string, args ...string) *exec.Cmd { return nsCommand(ns, name, args...) }
+
 func nsCommand(ns, name string, args ...string) *exec.Cmd {
 	return exec.Command("ip", append([]string{"netns", "exec", ns, name}, args...)...)
 }
@@ -71,9 +74,10 @@ func Setup(ctx context.Context, cfg Config) (*Net, error) {
 	if err := supported(); err != nil {
 		return nil, err
 	}
+	removeStale(ctx)
 	tag := make([]byte, 3)
 	_, _ = rand.Read(tag)
-	prefix := "cxp" + strconv.Itoa(os.Getpid()) + hex.EncodeToString(tag)
+	prefix := "cxp" + strconv.Itoa(os.Getpid()) + "x" + hex.EncodeToString(tag)
 	n := &Net{Hub: prefix + "-hub", Delay: cfg.Delay}
 	for i := range cfg.Hosts {
 		n.Hosts = append(n.Hosts, fmt.Sprintf("%s-h%d", prefix, i+1))
@@ -180,6 +184,33 @@ func (n *Net) Close() error {
 		}
 	})
 	return n.closeErr
+}
+
+// removeStale deletes the namespaces of earlier runs whose process is gone (one that was
+// killed before it could call Close), after killing what still runs in them.
+func removeStale(ctx context.Context) {
+	out, err := exec.CommandContext(ctx, "ip", "netns", "list").Output()
+	if err != nil {
+		return
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || !strings.HasPrefix(f[0], "cxp") {
+			continue
+		}
+		pidText, _, ok := strings.Cut(strings.TrimPrefix(f[0], "cxp"), "x")
+		pid, err := strconv.Atoi(pidText)
+		if !ok || err != nil || pid == os.Getpid() || processAlive(pid) {
+			continue
+		}
+		killAll(f[0])
+		_ = ip(ctx, "netns", "del", f[0])
+	}
+}
+
+func processAlive(pid int) bool {
+	_, err := os.Stat("/proc/" + strconv.Itoa(pid))
+	return err == nil
 }
 
 // killAll kills the processes still running in namespace ns, by id.
