@@ -132,7 +132,10 @@ func (a *adaptive) share(now time.Time) float64 {
 		return 1
 	}
 	self := max(len(a.queue)+a.window.inflight, 1)
-	return float64(self) / float64(self+a.f.peerDemand)
+	// At least half an equal share: a peer that claims the most demand a signal can carry
+	// takes at most the rest, and cannot space this gate's starts Max apart (and so keep it
+	// from the acceptances that tell it the origin is open).
+	return max(float64(self)/float64(self+a.f.peerDemand), 1/float64(2*(a.f.live+1)))
 }
 
 // fleetRecent is the upgrades accepted in the last RateWindow, by this gate and its live peers.
