@@ -61,9 +61,9 @@ func (c *closedTracker) refuse(now time.Time, own bool, rateWindow time.Duration
 		c.lastRefused, c.ownRefused = now, true
 	} else {
 		c.peerRefusedAt = now
-		if !c.ownAcceptedAt.IsZero() && now.Sub(c.ownAcceptedAt) < closedSpans*rateWindow {
-			// The origin accepted this gate within the span a closing needs: a peer's word
-			// does not count against that (one that reports refusals the origin never made
+		if !c.ownAcceptedAt.IsZero() && now.Sub(c.ownAcceptedAt) < closedSpans*rateWindow || c.ownRefused && now.Sub(c.lastRefused) >= rateWindow {
+			// The origin accepted this gate within the span a closing needs, or this gate's
+			// own refusals are over a RateWindow old: a peer's word does not count against that (one that reports refusals the origin never made
 			// would otherwise close the gate on the few refusals at the end of a burst).
 			return false
 		}
