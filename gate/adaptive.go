@@ -146,14 +146,32 @@ func (a *adaptive) limit(now time.Time) int {
 	if n := a.window.size * self / (self + a.f.peerDemand1); n >= 1 || a.spacing > 0 {
 		return max(n, 1)
 	}
-	var doubt time.Time // peers not heard from since then count as busy
-	if now.Sub(a.busyAt) < a.cfg.listen() {
-		doubt = a.busyAt
-	}
-	if now.Sub(later(a.last, a.busyAt)) >= a.cfg.ReportInterval || a.f.busyBetween(0, a.f.id, now, a.cfg.ReportInterval, doubt) < a.window.size {
+	if rank := a.rank(now); rank < a.window.size || !now.Before(a.leftOutUntil(rank)) {
 		return 1
 	}
 	return 0
+}
+
+// rank is this gate's place among the busy gates at now, by id: how many live peers with a
+// lower id have callers (those not heard from since it became busy count as busy while it
+// listens).
+func (a *adaptive) rank(now time.Time) int {
+	var doubt time.Time // peers not heard from since then count as busy
+	if now.Sub(a.busyAt) < a.listen() {
+		doubt = a.busyAt
+	}
+	return a.f.busyBetween(0, a.f.id, now, a.cfg.ReportInterval, doubt)
+}
+
+// leftOutUntil is when a gate of this rank, left out of the fleet's window, gets a start anyway:
+// a ReportInterval after its last start (or since it became busy) for every window's worth of
+// busy gates before it, at most the widest spacing. One interval for all, as before, let the
+// gates of a fleet of 32 (or of hosts far from the origin, whose window grows slowly) all start
+// at once an interval into a burst, and most be refused; by rank, the window's growth reaches
+// them first.
+func (a *adaptive) leftOutUntil(rank int) time.Time {
+	rounds := max(rank/max(a.window.size, 1), 1)
+	return later(a.last, a.busyAt).Add(min(time.Duration(rounds)*a.cfg.ReportInterval, a.cfg.widest()))
 }
 
 // tryGrant grants a start at now if the window and the spacing allow it.

@@ -41,6 +41,7 @@ type closedTracker struct {
 	probeStart time.Time // when it was granted
 
 	peerRefusedAt time.Time // the last refusal a peer reported
+	ownAcceptedAt time.Time // this gate's last accepted upgrade
 	peerClosedAt  time.Time // the last signal of a peer that sees a closed origin
 	confirmedAt   time.Time // the last start that confirmed a peer's closed origin (see confirms)
 }
@@ -60,6 +61,12 @@ func (c *closedTracker) refuse(now time.Time, own bool, rateWindow time.Duration
 		c.lastRefused, c.ownRefused = now, true
 	} else {
 		c.peerRefusedAt = now
+		if !c.ownAcceptedAt.IsZero() && now.Sub(c.ownAcceptedAt) < closedSpans*rateWindow || c.ownRefused && now.Sub(c.lastRefused) >= rateWindow {
+			// The origin accepted this gate within the span a closing needs, or this gate's
+			// own refusals are over a RateWindow old: a peer's word does not count against that (one that reports refusals the origin never made
+			// would otherwise close the gate on the few refusals at the end of a burst).
+			return false
+		}
 	}
 	if c.refused == 0 {
 		c.firstRefused = now

@@ -18,6 +18,7 @@ const (
 	peerLive        = 3             // report intervals of silence after which a peer no longer counts
 	peerBurst       = 30            // signals per report interval applied from one peer; the rest are dropped
 	settleIntervals = 2             // report intervals after a reaction in which peers' late news refines it
+	peerReactEvery  = 40            // report intervals between two reactions (or two Retry-After holds) that one peer may cause here
 	staggerSteps    = 32            // a gate's turn after the last start comes ReportInterval/staggerSteps after the one before it
 	maxSent         = peerBurst - 1 // signals NextSignal makes per report interval at most, within what peers apply
 	filterBits      = 1 << 16       // per generation: 10,000 random ids a second pass it ~13 times a second
@@ -37,6 +38,7 @@ type fleet struct {
 	peerStarter uint64    // ...and that peer's id
 	adoptedAt   time.Time // the last reaction adopted from a peer
 	lostAt      time.Time // when the last live peer fell silent
+	echo        echo      // how long this gate's own signals take to come back
 
 	signalCounts
 }
@@ -130,7 +132,10 @@ func (a *adaptive) share(now time.Time) float64 {
 		return 1
 	}
 	self := max(len(a.queue)+a.window.inflight, 1)
-	return float64(self) / float64(self+a.f.peerDemand)
+	// At least half an equal share: a peer that claims the most demand a signal can carry
+	// takes at most the rest, and cannot space this gate's starts Max apart (and so keep it
+	// from the acceptances that tell it the origin is open).
+	return max(float64(self)/float64(self+a.f.peerDemand), 1/float64(2*(a.f.live+1)))
 }
 
 // fleetRecent is the upgrades accepted in the last RateWindow, by this gate and its live peers.
@@ -152,7 +157,8 @@ func (a *adaptive) observe(s Signal, now time.Time) {
 		return
 	}
 	if s.Gate == f.id {
-		return // our own, echoed by the transport
+		f.echo.heard(s.Seq, now, a.cfg.ReportInterval) // our own, echoed by the transport
+		return
 	}
 	p, prev, v := f.admit(s, now, a.cfg.ReportInterval)
 	f.count(v)
@@ -167,12 +173,12 @@ func (a *adaptive) observe(s Signal, now time.Time) {
 	if s.Started {
 		p.started = now
 	}
-	a.apply(s, prev, now)
+	a.apply(p, s, prev, now)
 }
 
 // apply makes a trusted peer's news this gate's: acceptances reopen it, refusals count towards a
 // closed origin, a higher epoch is a reaction to apply once, a Retry-After holds it too.
-func (a *adaptive) apply(s, prev Signal, now time.Time) {
+func (a *adaptive) apply(p *peer, s, prev Signal, now time.Time) {
 	c := &a.cfg
 	f := a.f
 	if s.Accepted > prev.Accepted {
@@ -191,15 +197,19 @@ func (a *adaptive) apply(s, prev Signal, now time.Time) {
 	}
 	if s.Epoch > a.epoch {
 		a.epoch = s.Epoch
-		// At most one adopted reaction per report interval: a peer that bumps its epoch with
-		// every signal can widen this gate's spacing to Max and its window to 1, no further.
-		if now.Sub(f.adoptedAt) >= c.ReportInterval {
+		// At most one adopted reaction per report interval, and one per peerReactEvery from
+		// any one peer: a peer that lies about refusals (bumping its epoch with every signal)
+		// backs this gate off once per 4s, which the fleet's successes relax again, instead
+		// of widening its spacing to Max within two seconds and holding it there.
+		if now.Sub(f.adoptedAt) >= c.ReportInterval && p.mayDisrupt(&p.reactedAt, now, peerReactEvery*c.ReportInterval) {
 			f.adoptedAt = now
 			a.react(now)
 		}
 	}
-	if s.RetryAfter > 0 {
-		a.holds.peerUntil(now, now.Add(s.RetryAfter), a.cfg.widest()) // a peer's Retry-After holds this gate too
+	if s.RetryAfter > 0 && s.Rejected > prev.Rejected && p.mayDisrupt(&p.heldAt, now, peerReactEvery*c.ReportInterval) {
+		// A peer's Retry-After holds this gate too: one that came with a refusal it reports,
+		// once per peerReactEvery from any one peer (and see holds.peerUntil).
+		a.holds.peerUntil(now, now.Add(s.RetryAfter), a.cfg.widest())
 	}
 	if a.pace.refining(now, settleIntervals*c.ReportInterval) {
 		// Peers report acceptances up to an interval late: a reaction made before they arrived
@@ -227,6 +237,7 @@ func (a *adaptive) nextSignal(now time.Time) (Signal, bool) {
 	f.sentDemand = len(a.queue) + a.window.inflight
 	started := a.announce
 	a.announce = false
+	f.echo.sent(seq, now)
 	return Signal{
 		Gate:       f.id,
 		Seq:        seq,
@@ -255,6 +266,51 @@ func (a *adaptive) signalDelay(now time.Time) time.Duration {
 		return c.ReportInterval / joinCadence
 	}
 	return c.ReportInterval
+}
+
+// listen is how long after it became busy a gate counts the peers it has not heard from since
+// as busy: ReportInterval/10, plus the time its own signals take to come back through the
+// transport (the peers' news of the same burst takes about as long to arrive). On loopback
+// that adds a millisecond or so; for gates on hosts 25ms from NATS, 50ms: a gate that stopped
+// doubting sooner would take the first burst's slots as if no peer had callers.
+func (a *adaptive) listen() time.Duration {
+	d := a.cfg.ReportInterval / 10
+	if a.f != nil {
+		d += a.f.echo.latency
+	}
+	return d
+}
+
+// echo measures how long this gate's signals take to come back to it through the transport
+// (NATS echoes a publisher's own messages): the latency of the peers' news, too. It follows a
+// rise at once and a fall by an eighth per echo, and never exceeds a report interval, so a
+// transport that delays or forges echoes can slow the first starts of a burst by at most that.
+type echo struct {
+	sentAt  [echoRing]time.Time // when signal seq was made, at seq % echoRing (zero once echoed)
+	seq     uint64              // the last signal made
+	latency time.Duration
+}
+
+// echoRing is how many signals' times echo keeps: at the joining cadence, 8 cover two report
+// intervals of latency.
+const echoRing = 8
+
+func (e *echo) sent(seq uint64, now time.Time) { e.seq, e.sentAt[seq%echoRing] = seq, now }
+
+// heard records the echo of signal seq at now; only the first echo of one of the last echoRing
+// signals counts.
+func (e *echo) heard(seq uint64, now time.Time, interval time.Duration) {
+	at := &e.sentAt[seq%echoRing]
+	if seq > e.seq || seq+echoRing <= e.seq || at.IsZero() {
+		return
+	}
+	d := min(max(now.Sub(*at), 0), interval)
+	*at = time.Time{}
+	if d > e.latency {
+		e.latency = d
+	} else {
+		e.latency -= (e.latency - d) / 8
+	}
 }
 
 // estimate is how long a caller arriving at now would wait here.

@@ -200,7 +200,7 @@ func TestFleetFirstReactionSlots(t *testing.T) {
 		ids  [2]uint64
 		want time.Duration
 	}{
-		// 1s spacing (nothing accepted), 3 busy gates of demand 3 each: own spacing 7s.
+		// 1s spacing (nothing accepted), this gate with 1 caller and 2 of demand 2 each: own spacing 5s.
 		{"rank 0", [2]uint64{1<<64 - 2, 1<<64 - 3}, time.Second},
 		{"rank 2", [2]uint64{1, 2}, 3 * time.Second}, // the slot 3 spacings after the reaction
 	}
@@ -212,7 +212,7 @@ func TestFleetFirstReactionSlots(t *testing.T) {
 				for _, p := range peers {
 					trust(t, g, p)
 				}
-				busy := func(s *Signal) { s.Demand = 3 }
+				busy := func(s *Signal) { s.Demand = 2 }
 				for _, p := range peers {
 					g.Observe(p.next(busy))
 				}
@@ -221,13 +221,13 @@ func TestFleetFirstReactionSlots(t *testing.T) {
 				pm, _ := take(t, g, time.Now()) // rank 2 waits its turn (an interval) in slow start
 				pm.Forbidden(0)                 // the fleet's first reaction
 				t0 := time.Now()
-				// One caller here, 3 at each peer: a share of 1/7.
-				if s := g.Snapshot(); s.Spacing != time.Second || s.OwnSpacing != 7*time.Second {
-					t.Fatalf("spacing %v, own %v; want 1s, 7s", s.Spacing, s.OwnSpacing)
+				// One caller here, 2 at each peer: a share of 1/5.
+				if s := g.Snapshot(); s.Spacing != time.Second || s.OwnSpacing != 5*time.Second {
+					t.Fatalf("spacing %v, own %v; want 1s, 5s", s.Spacing, s.OwnSpacing)
 				}
 				pm, at := take(t, g, t0)
 				if at != tt.want {
-					t.Errorf("the next start at %v, want %v (its slot, not its own pace of 7s)", at, tt.want)
+					t.Errorf("the next start at %v, want %v (its slot, not its own pace of 5s)", at, tt.want)
 				}
 				pm.Succeeded()
 			})
@@ -244,8 +244,8 @@ func TestFleetConfirmsAPeersClosedOrigin(t *testing.T) {
 		t0 := time.Now()
 		reject(t, g, 1)                                              // paced at 1s...
 		g.Observe(p.next(func(s *Signal) { busy(s); s.Accepted++ })) // ...but not refused since an acceptance
-		if s := g.Snapshot(); s.OwnSpacing != DefaultMax || s.Closed {
-			t.Fatalf("own spacing %v, closed %v; want Max (a share of 1/101), open", s.OwnSpacing, s.Closed)
+		if s := g.Snapshot(); s.OwnSpacing != 4*time.Second || s.Closed {
+			t.Fatalf("own spacing %v, closed %v; want 4s (a share of 1/101, raised to half an equal share), open", s.OwnSpacing, s.Closed)
 		}
 		g.Observe(p.next(func(s *Signal) { busy(s); s.Rejected++; s.Closed = true })) // the peer sees a closed origin
 		closed := func(s *Signal) { busy(s); s.Closed = true }
@@ -259,8 +259,8 @@ func TestFleetConfirmsAPeersClosedOrigin(t *testing.T) {
 		g.Observe(p.next(func(s *Signal) { closed(s); s.Rejected++ }))
 		stop = keepAlive(g, closed, p)
 		defer stop()
-		if _, at := take(t, g, t0); at < time.Second+DefaultMax {
-			t.Errorf("a second confirmation at %v, want its own pace again (once per Max)", at)
+		if _, at := take(t, g, t0); at < time.Second+4*time.Second {
+			t.Errorf("a second confirmation at %v, want its own pace again (4s after; confirming at once only once per Max)", at)
 		}
 	})
 }

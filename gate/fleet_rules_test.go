@@ -293,19 +293,27 @@ func TestPeerRetryAfterBounded(t *testing.T) {
 		p := newFakePeer(7)
 		trust(t, g, p)
 		t0 := time.Now()
-		g.Observe(p.next(func(s *Signal) { s.RetryAfter = 3 * time.Second }))
-		if pm, at := take(t, g, t0); at != 3*time.Second {
-			t.Errorf("start after a peer's Retry-After of 3s at %v, want 3s", at)
+		g.Observe(p.next(func(s *Signal) { s.RetryAfter = 3 * time.Second })) // with no refusal: ignored
+		if pm, at := take(t, g, t0); at != 0 {
+			t.Errorf("start after a peer's Retry-After of 3s without a refusal at %v, want 0s", at)
 		} else {
 			pm.Succeeded()
 		}
-		// A peer that asks for an hour, again and again: held for at most Max in any 2 Max.
+		t0 = time.Now()
+		g.Observe(p.next(func(s *Signal) { s.RetryAfter, s.Rejected = 3*time.Second, s.Rejected+1 }))
+		if pm, at := take(t, g, t0); at != 3*time.Second {
+			t.Errorf("start after a peer's refusal with a Retry-After of 3s at %v, want 3s", at)
+		} else {
+			pm.Succeeded()
+		}
+		// A peer that reports refusals with a Retry-After of an hour, again and again: held
+		// for at most Max in any 4 Max.
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
 			for ctx.Err() == nil {
-				g.Observe(p.next(func(s *Signal) { s.RetryAfter = time.Hour }))
+				g.Observe(p.next(func(s *Signal) { s.RetryAfter, s.Rejected = time.Hour, s.Rejected+1 }))
 				time.Sleep(interval / 2)
 			}
 		}()
@@ -325,8 +333,8 @@ func TestPeerRetryAfterBounded(t *testing.T) {
 		<-done
 		total := time.Since(t1)
 		t.Logf("under an endless peer Retry-After: waited %v of %v, %v at most", waited, total, longest)
-		if longest > DefaultMax || waited > total/2+DefaultMax {
-			t.Errorf("waited %v of %v, %v at most; want at most Max at a time and half the time", waited, total, longest)
+		if longest > DefaultMax || waited > total/4+DefaultMax {
+			t.Errorf("waited %v of %v, %v at most; want at most Max at a time and a quarter of the time", waited, total, longest)
 		}
 	})
 }

@@ -80,7 +80,7 @@ func (b *bus) publish(from *member, msg []byte) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, to := range b.members {
-		if to == from || b.rnd.Float64() < b.loss {
+		if b.rnd.Float64() < b.loss { // the sender hears its own, as over NATS
 			continue
 		}
 		d := b.latency/2 + time.Duration(b.rnd.Int64N(int64(b.latency))) // jitter around latency
@@ -179,6 +179,7 @@ type fleetOpts struct {
 	latency   time.Duration // default 1ms
 	deadline  time.Duration // per request; default 2m
 	closed    bool          // the origin refuses every upgrade
+	away      time.Duration // one-way delay of every gate from NATS and the origin (other hosts): the bus takes 2·away, requests and handshakes away more each way
 	cfg       Config
 	observeOf func(gates []*Gate) // called at the end, before the bus stops
 }
@@ -215,6 +216,9 @@ func runFleet(n int, arrivals []time.Duration, o fleetOpts) fleetResult {
 	if o.deadline == 0 {
 		o.deadline = 2 * time.Minute
 	}
+	if o.away > 0 {
+		o.latency = max(o.latency, 2*o.away) // gate to NATS to gate
+	}
 	gates := make([]*Gate, n)
 	var b *bus
 	if o.shared {
@@ -250,7 +254,7 @@ func runFleet(n int, arrivals []time.Duration, o fleetOpts) fleetResult {
 	if o.closed {
 		origin = newBucketOrigin(0, 0)
 	}
-	origin.slow = !o.ideal
+	origin.slow, origin.away = !o.ideal, o.away
 	var rmu sync.Mutex
 	pick := func() int { rmu.Lock(); defer rmu.Unlock(); return rnd.IntN(n) }
 	t0 := time.Now()
@@ -276,7 +280,7 @@ func runFleet(n int, arrivals []time.Duration, o fleetOpts) fleetResult {
 			rmu.Unlock()
 		}
 		wg.Go(func() {
-			time.Sleep(at + late)
+			time.Sleep(at + late + o.away)
 			ctx, cancel := context.WithTimeout(context.Background(), o.deadline)
 			defer cancel()
 			i := pick()
@@ -322,6 +326,7 @@ func runFleet(n int, arrivals []time.Duration, o fleetOpts) fleetResult {
 	slices.Sort(res.latency)
 	res.accepted, res.rejected = origin.totals()
 	res.perSecond, res.rejPerSec = origin.accepted, origin.rejected
+	res.rejAt, res.accAt = origin.rejAt, origin.accAt
 	secs := max(int((span+time.Second-1)/time.Second), 1)
 	acc, rej := 0, 0
 	for s := range min(secs, len(origin.accepted)) {

@@ -310,6 +310,3 @@ func (g *Gate) Snapshot() Snapshot {
 	s.Failures = g.failures.Load()
 	return s
 }
-
-// listen is how long an Adaptive gate that just became busy doubts that its peers are idle.
-func (c *Config) listen() time.Duration { return c.ReportInterval / 10 }

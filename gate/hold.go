@@ -33,9 +33,9 @@ func (h *holds) refine(spacing time.Duration) {
 }
 
 // peerUntil holds the starts until t on a peer's word: for at most w (the widest spacing) in any
-// 2·w, so that a peer that asks again and again cannot stop this gate.
+// 4·w, so that peers that ask again and again hold this gate for at most a quarter of the time.
 func (h *holds) peerUntil(now, t time.Time, w time.Duration) {
-	if !now.Before(h.peer) && now.Sub(h.peerRun) >= 2*w {
+	if !now.Before(h.peer) && now.Sub(h.peerRun) >= 4*w {
 		h.peerRun = now
 	}
 	h.peer = later(h.peer, earlier(t, h.peerRun.Add(w)))

@@ -28,7 +28,7 @@ func TestHoldsSteps(t *testing.T) {
 		{"refine keeps a Retry-After", []step{{0, "retry", 3 * s, 3 * s, 3 * s}, {0, "push", 4 * s, 4 * s, 4 * s}, {0, "refine", s, 3 * s, 3 * s}}},
 		{"a peer's Retry-After holds this gate, not its own part", []step{{0, "peer", 2 * s, 2 * s, 0}}},
 		{"a peer's hold is cut at the widest spacing", []step{{0, "peer", time.Minute, w, 0}}},
-		{"peers hold at most w in any 2w", []step{{0, "peer", w, w, 0}, {w, "peer", w, w, 0}, {2 * w, "peer", w, 3 * w, 0}}},
+		{"peers hold at most w in any 4w", []step{{0, "peer", w, w, 0}, {w, "peer", w, w, 0}, {2 * w, "peer", w, w, 0}, {4 * w, "peer", w, 5 * w, 0}}},
 	}
 	t0 := time.Unix(1000, 0)
 	for _, tt := range tests {

@@ -25,6 +25,19 @@ type peer struct {
 	quotaAt time.Time
 	sig     Signal    // the last one applied
 	started time.Time // the last signal that announced a start
+	// reactedAt and heldAt are when this peer last caused a reaction and a Retry-After hold
+	// here: each at most once per peerReactEvery intervals (see mayDisrupt).
+	reactedAt, heldAt time.Time
+}
+
+// mayDisrupt reports whether the peer may cause one more slowing event of the kind whose last
+// time is *last (a reaction, a hold) at now, at most one per every; if so it records it.
+func (p *peer) mayDisrupt(last *time.Time, now time.Time, every time.Duration) bool {
+	if !last.IsZero() && now.Sub(*last) < every {
+		return false
+	}
+	*last = now
+	return true
 }
 
 // verdict is what admit made of a signal: applied, or why it was dropped.

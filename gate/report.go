@@ -24,6 +24,7 @@ func (a *adaptive) report(p Permit, o outcome, now time.Time, retryAfter time.Du
 		a.accepted.add(now, a.cfg.RateWindow)
 		closed := a.origin.closed
 		a.origin.accepted()
+		a.origin.ownAcceptedAt = now
 		if grew := a.succeeded(now); closed || a.spacing > 0 || grew && a.f != nil && a.f.live > 0 {
 			// The peers reopen too; or, paced, they count this start in the fleet's pace; or,
 			// in slow start, their windows grow with it.

@@ -25,8 +25,11 @@ type bucketOrigin struct {
 	t0       time.Time
 	accepted []int // per second since t0
 	rejected []int
+	rejAt    []time.Duration // every rejection, since t0
+	accAt    []time.Duration // every acceptance, since t0
 	rnd      *rand.Rand
-	slow     bool // one handshake in five takes up to 10ms longer (a loaded machine)
+	slow     bool          // one handshake in five takes up to 10ms longer (a loaded machine)
+	away     time.Duration // one-way delay between the gates and the origin (another host)
 }
 
 func newBucketOrigin(rate float64, burst int) *bucketOrigin {
@@ -56,9 +59,11 @@ func (o *bucketOrigin) allow() bool {
 	if o.tokens >= 1 {
 		o.tokens--
 		o.accepted[sec]++
+		o.accAt = append(o.accAt, now.Sub(o.t0))
 		return true
 	}
 	o.rejected[sec]++
+	o.rejAt = append(o.rejAt, now.Sub(o.t0))
 	return false
 }
 
@@ -71,9 +76,9 @@ func (o *bucketOrigin) dial(ctx context.Context) (struct{}, error) {
 		d += time.Duration(o.rnd.Int64N(int64(10 * time.Millisecond)))
 	}
 	o.mu.Unlock()
-	time.Sleep(d)
+	time.Sleep(d + o.away)
 	ok := o.allow()
-	time.Sleep(500 * time.Microsecond)
+	time.Sleep(500*time.Microsecond + o.away)
 	if !ok {
 		return struct{}{}, &originForbidden{msg: "rate limited"}
 	}
@@ -97,6 +102,8 @@ type simResult struct {
 	rejected   int
 	perSecond  []int
 	rejPerSec  []int
+	rejAt      []time.Duration // every rejection, since the origin started
+	accAt      []time.Duration // every acceptance
 }
 
 func (r simResult) rejectedShare() float64 {

@@ -69,9 +69,11 @@ func (a *adaptive) wait(ctx context.Context, now time.Time, r request) (grant, e
 func (a *adaptive) arrive(now time.Time) {
 	a.expire(now)
 	if f := a.f; f != nil && f.live > 0 {
-		// A burst here (twice the demand the peers last heard of, and more than one caller)
+		// A burst here (twice the demand the peers last heard of)
 		// changes their shares: they should hear of it before they start their next upgrades.
-		if d := len(a.queue) + a.window.inflight + 1; d >= 2 && d >= 2*f.sentDemand {
+		// So does the first caller of a gate whose last signal said idle: a burst over many gates
+		// gives most of them one caller each.
+		if d := len(a.queue) + a.window.inflight + 1; d >= 2*f.sentDemand {
 			a.notify()
 		}
 	}
@@ -111,8 +113,8 @@ func (a *adaptive) grantHead(w *waiter, now time.Time) (grant, bool) {
 func (a *adaptive) headDelay(now time.Time) time.Duration {
 	d := max(a.earliest(now).Sub(now), 0)
 	if l := a.limit(now); l == 0 {
-		until := later(a.last, a.busyAt).Add(a.cfg.ReportInterval)
-		if e := a.busyAt.Add(a.cfg.listen()); e.After(now) {
+		until := a.leftOutUntil(a.rank(now))
+		if e := a.busyAt.Add(a.listen()); e.After(now) {
 			until = earlier(until, e)
 		}
 		d = max(d, until.Sub(now)) // or a peer's news

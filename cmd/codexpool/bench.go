@@ -28,6 +28,11 @@ Examples:
   codexpool bench --jobs --workers 2 --max-inflight 64 --concurrency 128 --requests 10000 --latency 200ms
   codexpool bench --accounts two.yaml --account-counts 1,2 --reuse=false --latency 500ms --concurrency 60
   codexpool bench --accounts three.yaml --workers 4 --sessions 20 --turns 10 --latency 200ms
+  codexpool bench --hosts 4 --delay 10ms --workers 8 --scopes process,account --upgrade-rate 5 --upgrade-burst 5 --reuse=false --concurrency 60
+
+--hosts H (root, iproute2) runs NATS, the origin and the load in a network namespace of their own
+and the workers in H more, each --delay away one way (a delay line over TUN links), all torn down
+afterwards. The namespaces share this machine's hostname, so scope host spans them.
 `
 
 func runBench(ctx context.Context, e env, args []string) error {
@@ -50,7 +55,32 @@ func runBench(ctx context.Context, e env, args []string) error {
 			return fmt.Errorf("bench: %w", err)
 		}
 	}
+	if hosts := e.getenv(bench.HostsEnv); hosts != "" { // the bench inside RunInHosts's hub
+		var err error
+		if opts.HostNamespaces, opts.HostDelay, err = bench.ParseHostsEnv(hosts); err != nil {
+			return err
+		}
+	} else if opts.hosts > 0 {
+		return benchInHosts(ctx, e, *opts, args)
+	}
 	return benchMain(ctx, e, *opts)
+}
+
+// benchInHosts runs this bench again inside a network of simulated hosts (--hosts, --delay).
+func benchInHosts(ctx context.Context, e env, o benchOptions, args []string) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("bench: find own executable: %w", err)
+	}
+	err = bench.RunInHosts(ctx, o.hosts, o.delay, exe, append([]string{"bench"}, args...), e.stdout, e.stderr)
+	var ee bench.ExitCodeError
+	if errors.As(err, &ee) {
+		return exitError{code: ee.Code}
+	}
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	return nil
 }
 
 // benchOptions are the bench flags: the engine's configuration plus how to report.
@@ -62,6 +92,8 @@ type benchOptions struct {
 	minSpeedup float64
 	sessions   int // > 0: the sessions scenario (sticky on, off, one account) instead
 	turns      int
+	hosts      int           // --hosts: simulated hosts (0 = all on loopback)
+	delay      time.Duration // --delay: their one-way delay
 }
 
 // benchLists are the bench flags that are parsed into benchOptions after the flags are.
@@ -100,6 +132,8 @@ func benchFlags(fs *flags) (*benchOptions, func() error) {
 	fs.StringVar(&l.acctCounts, "account-counts", "", "with --accounts: run each scenario with the workers using the first N accounts, for each N of this comma list (e.g. 1,2; default all)")
 	fs.IntVar(&o.sessions, "sessions", 0, "with --accounts: run N concurrent conversations of --turns turns (session_id header, each turn resending the conversation) with sticky routing on, off, and on one account, side by side")
 	fs.IntVar(&o.turns, "turns", 10, "turns per conversation of --sessions")
+	fs.IntVar(&o.hosts, "hosts", 0, "run the workers on this many simulated hosts (network namespaces, round-robin), --delay from NATS and the origin; needs root and iproute2")
+	fs.DurationVar(&o.delay, "delay", 10*time.Millisecond, "with --hosts: the one-way delay between each host and NATS and the origin")
 	cfg.Sim = codextest.Options{Latency: time.Second}
 	bindSimFlags(fs.FlagSet, &cfg.Sim)
 	return o, func() error { return l.apply(o) }
@@ -145,6 +179,12 @@ func (l *benchLists) apply(o *benchOptions) error {
 		return fmt.Errorf("--max-inflight must be at least 1")
 	case o.minSpeedup > 0 && len(cfg.Modes) < 2:
 		return fmt.Errorf("--min-speedup needs two modes in --compare")
+	case o.hosts < 0 || o.hosts > 200:
+		return fmt.Errorf("--hosts must be 0..200")
+	case o.hosts > 0 && cfg.NATSURL != "":
+		return fmt.Errorf("--hosts runs its own NATS in the hub: drop --nats")
+	case o.delay < 0:
+		return fmt.Errorf("--delay must be >= 0")
 	}
 	return nil
 }

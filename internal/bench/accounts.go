@@ -58,8 +58,12 @@ func writeAccountsFile(dir string, accts []codextest.Account, n int) (string, er
 
 // label is the mode column of a result: the gate mode, and the accounts when there are some.
 func (r Result) label() string {
+	l := r.Mode
 	if r.Accounts > 0 {
-		return fmt.Sprintf("%s×%dacct", r.Mode, r.Accounts)
+		l = fmt.Sprintf("%s×%dacct", l, r.Accounts)
 	}
-	return r.Mode
+	if r.Hosts > 0 {
+		l = fmt.Sprintf("%s@%dh+%gms", l, r.Hosts, r.HostDelayMS)
+	}
+	return l
 }

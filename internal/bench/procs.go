@@ -60,7 +60,7 @@ func startWorkers(ctx context.Context, cfg Config, natsURL, subject, originURL, 
 	}
 	var procs []*workerProc
 	for i := range cfg.Workers {
-		cmd := exec.Command(exe, "worker")
+		cmd := workerCommand(cfg, exe, i)
 		cmd.Env = append(workerEnv(cfg, natsURL, subject, originURL, mode, i), cfg.WorkerEnv...) // later entries win
 		tb := &tailBuffer{max: 8 << 10}
 		cmd.Stderr = tb

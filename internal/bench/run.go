@@ -66,6 +66,12 @@ type Config struct {
 	Accounts      []codextest.Account
 	AccountCounts []int
 	accountsFile  string // the scenario's CODEXPOOL_ACCOUNTS
+	// HostNamespaces are the network namespaces of simulated hosts (RunInHosts): workers are
+	// spread over them round-robin, and NATS and the simulator listen on the hub's address.
+	// nil = every process on this machine's loopback.
+	HostNamespaces []string
+	// HostDelay is the simulated hosts' one-way delay, for the results.
+	HostDelay time.Duration
 }
 
 // Result is one row of the result table (and one object of --json).
@@ -94,6 +100,8 @@ type Result struct {
 	Timeline      []Tick         `json:"timeline,omitempty"`
 	Jobs          *JobsResult    `json:"jobs,omitempty"`            // a durable-jobs scenario's own figures
 	FloodSent     int64          `json:"gate_flood_sent,omitempty"` // bogus gate messages published during the load
+	Hosts         int            `json:"hosts,omitempty"`           // simulated hosts the workers ran on (--hosts)
+	HostDelayMS   float64        `json:"host_delay_ms,omitempty"`   // their one-way delay from NATS and the origin
 }
 
 // Run runs every scenario of cfg and returns one Result per scenario (and per concurrency for
@@ -218,7 +226,8 @@ func withScope(cfg Config, mode string) (Config, string, string) {
 
 func runScenario(ctx context.Context, cfg Config, rg *rig, mode string, conc int) (Result, error) {
 	cfg, label, floodSubject := withScope(cfg, mode)
-	res := Result{Mode: label, Workers: cfg.Workers, Concurrency: conc}
+	res := Result{Mode: label, Workers: cfg.Workers, Concurrency: conc, Hosts: len(cfg.HostNamespaces)}
+	res.HostDelayMS = float64(cfg.HostDelay.Microseconds()) / 1000
 	total := scenarioTotal(cfg, conc)
 	if cfg.Duration > 0 {
 		total = int(cfg.Rate * cfg.Duration.Seconds())

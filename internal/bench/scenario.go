@@ -23,7 +23,7 @@ type rig struct {
 // JetStream for cfg.Jobs), and connects to NATS.
 func startRig(cfg Config) (*rig, error) {
 	rg := &rig{}
-	srv, err := codextest.Listen("127.0.0.1:0", cfg.Sim)
+	srv, err := codextest.Listen(listenHost(cfg)+":0", cfg.Sim)
 	if err != nil {
 		return nil, fmt.Errorf("bench: start simulator: %w", err)
 	}
@@ -31,7 +31,7 @@ func startRig(cfg Config) (*rig, error) {
 	rg.closers = append(rg.closers, srv.Close)
 	rg.url = cfg.NATSURL
 	if rg.url == "" {
-		if err := rg.startNATS(cfg.Jobs); err != nil {
+		if err := rg.startNATS(listenHost(cfg), cfg.Jobs); err != nil {
 			rg.close()
 			return nil, err
 		}
@@ -47,7 +47,7 @@ func startRig(cfg Config) (*rig, error) {
 }
 
 // startNATS starts the embedded NATS server, with JetStream in a directory of its own.
-func (rg *rig) startNATS(jetStream bool) error {
+func (rg *rig) startNATS(host string, jetStream bool) error {
 	var opts []queue.EmbeddedOption
 	if jetStream {
 		dir, err := os.MkdirTemp("", "codexpool-bench-js")
@@ -60,7 +60,7 @@ func (rg *rig) startNATS(jetStream bool) error {
 	// Like a worker's embedded server, bench's admits only clients with its credential: its own
 	// (random, in memory) reaches the workers it starts inside their NATS URL.
 	auth := queue.NewLocalAuth()
-	ns, err := queue.StartEmbedded("127.0.0.1:0", nil, append(opts, queue.WithLocalAuth(auth))...)
+	ns, err := queue.StartEmbedded(host+":0", nil, append(opts, queue.WithLocalAuth(auth))...)
 	if err != nil {
 		return fmt.Errorf("bench: start embedded NATS: %w", err)
 	}

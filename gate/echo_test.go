@@ -1,0 +1,73 @@
+package gate
+
+import (
+	"testing"
+	"time"
+)
+
+func TestEchoSteps(t *testing.T) {
+	ms := time.Millisecond
+	type step struct {
+		op      string // "sent" or "heard"
+		seq     uint64
+		at      time.Duration
+		latency time.Duration // after the step
+	}
+	tests := []struct {
+		name  string
+		steps []step
+	}{
+		{"an echo sets the latency", []step{{"sent", 1, 0, 0}, {"heard", 1, 50 * ms, 50 * ms}}},
+		{"a rise is followed at once, a fall by an eighth", []step{
+			{"sent", 1, 0, 0}, {"heard", 1, 10 * ms, 10 * ms},
+			{"sent", 2, 100 * ms, 10 * ms}, {"heard", 2, 190 * ms, 90 * ms},
+			{"sent", 3, 200 * ms, 90 * ms}, {"heard", 3, 210 * ms, 80 * ms}}},
+		{"only the first echo counts", []step{{"sent", 1, 0, 0}, {"heard", 1, 5 * ms, 5 * ms}, {"heard", 1, 90 * ms, 5 * ms}}},
+		{"echoes of signals still in flight count", []step{{"sent", 1, 0, 0}, {"sent", 2, 25 * ms, 0}, {"heard", 1, 50 * ms, 50 * ms}}},
+		{"a forged future seq does not count", []step{{"sent", 1, 0, 0}, {"heard", 2, 50 * ms, 0}}},
+		{"never over an interval", []step{{"sent", 1, 0, 0}, {"heard", 1, 5 * time.Second, interval}}},
+	}
+	t0 := time.Unix(1000, 0)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var e echo
+			for i, st := range tt.steps {
+				if st.op == "sent" {
+					e.sent(st.seq, t0.Add(st.at))
+				} else {
+					e.heard(st.seq, t0.Add(st.at), interval)
+				}
+				if e.latency != st.latency {
+					t.Errorf("step %d (%s %d at %v): latency %v, want %v", i, st.op, st.seq, st.at, e.latency, st.latency)
+				}
+			}
+		})
+	}
+}
+
+func TestLeftOutUntilByRank(t *testing.T) {
+	a := newAdaptive(Config{}.withDefaults())
+	t0 := time.Unix(1000, 0)
+	a.busyAt = t0
+	tests := []struct {
+		name       string
+		window     int
+		rank       int
+		wantRounds int
+	}{
+		{"within the first window's worth", 2, 2, 1},
+		{"the next window's worth", 2, 4, 2},
+		{"far down a fleet of 32", 2, 30, 15},
+		{"capped at the widest spacing", 1, 200, 80},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a.window.size = tt.window
+			got := a.leftOutUntil(tt.rank).Sub(t0)
+			want := min(time.Duration(tt.wantRounds)*a.cfg.ReportInterval, a.cfg.widest())
+			if got != want {
+				t.Errorf("rank %d, window %d: left out until +%v, want +%v", tt.rank, tt.window, got, want)
+			}
+		})
+	}
+}

@@ -1,0 +1,41 @@
+package gate
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// TestFleetTargetsAtScale checks issue 26's burst targets in virtual time, in the world of
+// TestFleetTargets: 32 gates on one machine, and 8 gates whose hosts are 10 ms from NATS and the
+// origin (one way: signals take 20 ms, handshakes and requests 10 ms more each way). 25 ms is
+// logged beside them: go test -v -run FleetTargetsAtScale ./gate.
+func TestFleetTargetsAtScale(t *testing.T) {
+	tb := table{head: []string{"target", "N", "away", "ok", "wall s", "p95 s", "rejected %", "req/s"}}
+	for _, tt := range []struct {
+		n     int
+		away  time.Duration
+		check bool
+	}{
+		{32, 0, true},
+		{8, 10 * time.Millisecond, true},
+		{8, 25 * time.Millisecond, false},
+	} {
+		s := seeds(t, max(fleetSeeds/2, 2), func(seed uint64) fleetResult {
+			return runFleet(tt.n, burst(60), fleetOpts{shared: true, seed: seed, away: tt.away})
+		})
+		tb.add("60-burst", fmt.Sprint(tt.n), tt.away.String(), s.fmt(okOf, "%.0f"), s.fmt(wallOf, "%.1f"), s.fmt(p95Of, "%.1f"), s.fmt(rejOf, "%.1f"), s.fmt(rpsOf, "%.2f"))
+		if !tt.check {
+			continue
+		}
+		for _, r := range s.runs {
+			if r.ok != 60 || r.wall > 15*time.Second {
+				t.Errorf("60-burst, N=%d, %v away: %v; want 60/60 within 15s", tt.n, tt.away, r)
+			}
+		}
+		if m, _, _ := s.col(rejOf); m > 15 && meansHold() {
+			t.Errorf("60-burst, N=%d, %v away: rejected %.1f%% of attempts on average, want <= 15%%", tt.n, tt.away, m)
+		}
+	}
+	tb.log(t)
+}
