@@ -94,11 +94,13 @@ type Config struct {
 // no state of its own beyond a cached readiness verdict, so several can run behind a load
 // balancer. Make one with New; it is safe for concurrent use.
 type Gateway struct {
-	cl   *client.Client
-	nc   *nats.Conn
-	cfg  Config
-	log  *slog.Logger
-	keys keyring
+	cl *client.Client
+	// hints are the workers the sessions used last (stickyworker.go).
+	hints workerHints
+	nc    *nats.Conn
+	cfg   Config
+	log   *slog.Logger
+	keys  keyring
 
 	models []byte // the GET /v1/models body
 	ready  readiness

@@ -96,7 +96,9 @@ func (g *Gateway) generate(ctx context.Context, body []byte, hdr nats.Header) (*
 	if err != nil {
 		return nil, err
 	}
-	reply, err := g.cl.Generate(ctx, body, hdr)
+	reply, err := g.onStickyWorker(body, hdr, func() bool { return false }, func(cl *client.Client) (*client.Reply, error) {
+		return cl.Generate(ctx, body, hdr)
+	})
 	if t != nil {
 		release()
 		if reply != nil {
@@ -115,11 +117,17 @@ func (g *Gateway) streamPool(ctx context.Context, body []byte, hdr nats.Header, 
 	if err != nil {
 		return nil, err
 	}
+	started := false
+	stream := func(fn func([]byte) error) (*client.Reply, error) {
+		return g.onStickyWorker(body, hdr, func() bool { return started }, func(cl *client.Client) (*client.Reply, error) {
+			return cl.Stream(ctx, body, hdr, func(ev []byte) error { started = true; return fn(ev) })
+		})
+	}
 	if t == nil {
-		return g.cl.Stream(ctx, body, hdr, fn)
+		return stream(fn)
 	}
 	defer release()
-	reply, err := g.cl.Stream(ctx, body, hdr, func(ev []byte) error {
+	reply, err := stream(func(ev []byte) error {
 		switch fastType(ev) {
 		case "response.completed", "response.incomplete", "response.failed":
 			var e struct {

@@ -68,9 +68,7 @@ func (s *Session) route() (*Client, string) {
 	if worker == "" {
 		return s.c, ""
 	}
-	opts := s.c.opts
-	opts.Subject = schemas.WorkerSubject(s.c.opts.Subject, worker)
-	return New(s.c.nc, opts), worker
+	return s.c.OnWorker(worker), worker
 }
 
 func (s *Session) header(hdr nats.Header) nats.Header {
@@ -96,4 +94,13 @@ func (s *Session) learn(r *Reply, via string, err error) (*Reply, error) {
 		s.worker = "" // the next turn, a full resend, may go to any worker
 	}
 	return r, err
+}
+
+// OnWorker returns a Client like c whose requests go to the own subject of the worker id
+// (schemas.WorkerSubject) instead of the queue group: that worker serves them, or, when it is
+// full, hands them back to the group; when it is gone they fail with nats.ErrNoResponders at once.
+func (c *Client) OnWorker(id string) *Client {
+	opts := c.opts
+	opts.Subject = schemas.WorkerSubject(c.opts.Subject, id)
+	return New(c.nc, opts)
 }
