@@ -1,16 +1,16 @@
 package gateway
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/codexpool/codexpool/internal/accountlist"
 )
 
 // LoadKeys reads the keys file at path (see ParseKeys). Errors name the file, and the field and
@@ -80,40 +80,7 @@ func parseKeys(data []byte) ([]Key, error) {
 }
 
 // keyItems returns the key nodes: the top-level list, or the list in a top-level "keys".
-func keyItems(data []byte) ([]*yaml.Node, error) {
-	if len(bytes.TrimSpace(data)) == 0 {
-		return nil, errors.New("the file is empty: want a list of keys")
-	}
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, err // yaml's messages name the line and the problem, not the values
-	}
-	list := &doc
-	if list.Kind == yaml.DocumentNode && len(list.Content) == 1 {
-		list = list.Content[0]
-	}
-	if list.Kind == yaml.MappingNode {
-		var found *yaml.Node
-		for i := 0; i+1 < len(list.Content); i += 2 {
-			if k := list.Content[i]; k.Value == "keys" {
-				found = list.Content[i+1]
-			} else {
-				return nil, fmt.Errorf("%s (line %d): unknown field (want keys)", k.Value, k.Line)
-			}
-		}
-		if found == nil {
-			return nil, fmt.Errorf("keys (line %d): required", list.Line)
-		}
-		list = found
-	}
-	if list.Kind != yaml.SequenceNode {
-		return nil, fmt.Errorf("keys (line %d): want a list of keys", list.Line)
-	}
-	if len(list.Content) == 0 {
-		return nil, fmt.Errorf("keys (line %d): the list is empty", list.Line)
-	}
-	return list.Content, nil
-}
+func keyItems(data []byte) ([]*yaml.Node, error) { return accountlist.Of(data, "keys") }
 
 const keyFields = "name, secret, secret_sha256, requests_per_minute, tokens_per_5h, tokens_per_day, " +
 	"tokens_per_week, max_concurrent, models, admin"
