@@ -8,29 +8,8 @@
 # namespace and every temporary file are removed on exit.
 set -euo pipefail
 cd "$(dirname "$0")"
-root=$(cd ../.. && pwd)
-ns="codexpool-claude-$$"
-work=$(mktemp -d)
-made_ns=""
-cleanup() {
-	if [ -n "$made_ns" ]; then ip netns pids "$ns" 2>/dev/null | xargs -r kill 2>/dev/null || true; ip netns del "$ns" 2>/dev/null || true; fi
-	rm -rf "$work"
-}
-trap cleanup EXIT
-
-if ! command -v ip >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-	(apt-get update -qq && apt-get install -y -qq iproute2) >/dev/null 2>&1 || true
-fi
-if ! command -v ip >/dev/null 2>&1; then
-	echo "claude-code example: FAIL: no 'ip' command (iproute2) to make a loopback-only network namespace; Claude Code is only run without outside network" >&2
-	exit 1
-fi
-if ! ip netns add "$ns" 2>"$work/netns.err"; then
-	echo "claude-code example: FAIL: cannot create a network namespace here ($(cat "$work/netns.err")); Claude Code is only run without outside network (run as root)" >&2
-	exit 1
-fi
-made_ns=1
-ip netns exec "$ns" ip link set lo up
+WHAT=claude-code
+source ../lib/netns.sh
 
 npm ci --no-audit --no-fund --loglevel=error
 claude="$PWD/node_modules/.bin/claude"
