@@ -69,7 +69,19 @@ func (g *Gateway) submitBackground(ctx context.Context, w http.ResponseWriter, r
 		a.write(w)
 		return failed(a)
 	}
+	// A background request counts against its key's model list and limits as any other does; its
+	// record counts the request (its tokens reach no gateway: the worker writes the result).
+	t, rec, release, aerr := g.admit(ctx, req.body)
+	if aerr != nil {
+		a := g.poolError(ctx, aerr)
+		a.write(w)
+		return failed(a)
+	}
 	id, err := g.cfg.Jobs.Submit(ctx, req.body, hdr)
+	if t != nil {
+		release()
+		g.record(rec, err)
+	}
 	if err == nil && id != hdr.Get(schemas.HeaderRequestID) {
 		// Its owner could not read it back: a bug of the store, refused before the client waits.
 		err = fmt.Errorf("the job store named the job %s, not its request id", quoteShort(id))

@@ -1,0 +1,83 @@
+package gateway_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/codexpool/codexpool/gateway"
+	"github.com/codexpool/codexpool/internal/testutil"
+	"github.com/codexpool/codexpool/internal/usage"
+	"github.com/codexpool/codexpool/queue"
+	"github.com/codexpool/codexpool/queue/client"
+)
+
+// TestBackgroundRequestsCountAgainstTheKey: "background": true is no way around a key's limits:
+// a key at 3 requests a minute gets 3 background responses, then 429 with retry-after, and the 4th
+// never reaches the job store; a model outside the key's list is refused before it; each admitted
+// submission is a request in the key's usage.
+func TestBackgroundRequestsCountAgainstTheKey(t *testing.T) {
+	p := newMeteredPool(t, false)
+	ctx := ctxT(t, waitTimeout)
+	nc, err := queue.Connect(ctx, p.nats, "gateway-bg", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := usage.Open(ctx, js, usage.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = st.Close(cctx)
+	})
+	jobs := newFakeJobs()
+	srv := httptest.NewServer(gateway.New(client.New(nc, client.Options{}), nc,
+		gateway.Config{ClientKeys: meterKeys, Meter: st, Jobs: jobs}))
+	t.Cleanup(srv.Close)
+
+	const bg = `{"model":"gpt-5.1-codex","input":"hi","background":true}`
+	for i := range 3 {
+		if resp, b := send(t, srv.URL, "sk-limited", "POST", "/v1/responses", bg); resp.StatusCode != http.StatusOK {
+			t.Fatalf("background %d: %d %s", i+1, resp.StatusCode, b)
+		}
+	}
+	resp, b := send(t, srv.URL, "sk-limited", "POST", "/v1/responses", bg)
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("4th background: %d retry-after %q %s, want 429 with retry-after", resp.StatusCode, resp.Header.Get("Retry-After"), b)
+	}
+	resp, b = send(t, srv.URL, "sk-narrow", "POST", "/v1/responses", `{"model":"gpt-5.2","input":"hi","background":true}`)
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(b), `"model_not_allowed"`) {
+		t.Fatalf("background with another model: %d %s, want 403 model_not_allowed", resp.StatusCode, b)
+	}
+	jobs.mu.Lock()
+	n := len(jobs.bodies)
+	jobs.mu.Unlock()
+	if n != 3 {
+		t.Errorf("the job store got %d submissions, want the 3 admitted", n)
+	}
+	limited := func() int64 {
+		rep, err := st.Query(ctx, time.Now().Add(-time.Hour), usage.ByKey)
+		if err != nil {
+			return -1
+		}
+		for _, r := range rep.Rows {
+			if r.Name == "limited" {
+				return r.Requests
+			}
+		}
+		return 0
+	}
+	testutil.WaitFor(t, 10*time.Second, "the limited key's 3 background requests in its usage", func() bool { return limited() == 3 })
+}
