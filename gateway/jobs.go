@@ -69,9 +69,9 @@ func (g *Gateway) submitBackground(ctx context.Context, w http.ResponseWriter, r
 		a.write(w)
 		return failed(a)
 	}
-	// A background request counts against its key's model list and limits as any other does; its
-	// record counts the request (its tokens reach no gateway: the worker writes the result).
-	t, rec, release, aerr := g.admit(ctx, req.body)
+	// A background request counts against its key's model list and limits as any other does; it
+	// is recorded in the key's usage, with its tokens, when its result is read (recordBackground).
+	t, _, release, aerr := g.admit(ctx, req.body)
 	if aerr != nil {
 		a := g.poolError(ctx, aerr)
 		a.write(w)
@@ -80,7 +80,6 @@ func (g *Gateway) submitBackground(ctx context.Context, w http.ResponseWriter, r
 	id, err := g.cfg.Jobs.Submit(ctx, req.body, hdr)
 	if t != nil {
 		release()
-		g.record(rec, err)
 	}
 	if err == nil && id != hdr.Get(schemas.HeaderRequestID) {
 		// Its owner could not read it back: a bug of the store, refused before the client waits.
@@ -129,6 +128,7 @@ func (g *Gateway) getResponse(w http.ResponseWriter, r *http.Request, who owner,
 		writeJSON(w, http.StatusOK, b)
 		return ok(http.StatusOK)
 	}
+	g.recordBackground(r.Context(), id, body)
 	if e, isErr := schemas.ResultError(body); isErr {
 		b, _ := json.Marshal(pending{ID: id, Object: "response", Status: "failed", Background: true, Output: []any{},
 			Error: &failure{Code: e.Code, Message: e.Message}})

@@ -20,6 +20,9 @@ import (
 type Meter interface {
 	Admit(ctx context.Context, key string, lim usage.Limits) (release func(), err error)
 	Record(usage.Record)
+	// RecordOnce records r as the only record of id, however often (and by whichever gateway)
+	// it is recorded: a background response's, when its result is read.
+	RecordOnce(id string, r usage.Record)
 	Query(ctx context.Context, since time.Time, by string) (usage.Report, error)
 }
 
@@ -176,6 +179,26 @@ func tokensOf(rec *usage.Record, response []byte) {
 	}
 	u := r.Usage
 	rec.Input, rec.Output, rec.Cached, rec.Reasoning = u.Input, u.Output, u.In.Cached, u.Out.Reasoning
+}
+
+// recordBackground records a finished background response's usage for the key reading it (ctx's
+// tally), once per job whoever reads it how often: its tokens, or its error code. The submission
+// was admitted against the key's limits; this is where its tokens reach the key's usage.
+func (g *Gateway) recordBackground(ctx context.Context, id string, body []byte) {
+	t, _ := ctx.Value(tallyKey{}).(*tally)
+	if t == nil {
+		return
+	}
+	rec := usage.Record{Model: modelOf(body)}
+	if t.key != nil {
+		rec.Key = t.key.Name
+	}
+	if e, isErr := schemas.ResultError(body); isErr {
+		rec.Error = string(e.Code)
+	} else {
+		tokensOf(&rec, body)
+	}
+	g.cfg.Meter.RecordOnce("bg-"+id, rec)
 }
 
 // getUsage serves GET /v1/usage?by=key|account&since=24h to an admin key (or, without keys,

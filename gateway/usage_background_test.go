@@ -19,8 +19,9 @@ import (
 
 // TestBackgroundRequestsCountAgainstTheKey: "background": true is no way around a key's limits:
 // a key at 3 requests a minute gets 3 background responses, then 429 with retry-after, and the 4th
-// never reaches the job store; a model outside the key's list is refused before it; each admitted
-// submission is a request in the key's usage.
+// never reaches the job store; a model outside the key's list is refused before it; each job's
+// tokens reach the key's usage when its result is read, once however often and on whichever
+// gateway it is read.
 func TestBackgroundRequestsCountAgainstTheKey(t *testing.T) {
 	p := newMeteredPool(t, false)
 	ctx := ctxT(t, waitTimeout)
@@ -46,6 +47,10 @@ func TestBackgroundRequestsCountAgainstTheKey(t *testing.T) {
 	srv := httptest.NewServer(gateway.New(client.New(nc, client.Options{}), nc,
 		gateway.Config{ClientKeys: meterKeys, Meter: st, Jobs: jobs}))
 	t.Cleanup(srv.Close)
+	// A second gateway with the same store of jobs, reading the results too.
+	other := httptest.NewServer(gateway.New(client.New(nc, client.Options{}), nc,
+		gateway.Config{ClientKeys: meterKeys, Meter: st, Jobs: jobs}))
+	t.Cleanup(other.Close)
 
 	const bg = `{"model":"gpt-5.1-codex","input":"hi","background":true}`
 	for i := range 3 {
@@ -67,17 +72,33 @@ func TestBackgroundRequestsCountAgainstTheKey(t *testing.T) {
 	if n != 3 {
 		t.Errorf("the job store got %d submissions, want the 3 admitted", n)
 	}
-	limited := func() int64 {
-		rep, err := st.Query(ctx, time.Now().Add(-time.Hour), usage.ByKey)
-		if err != nil {
-			return -1
-		}
-		for _, r := range rep.Rows {
-			if r.Name == "limited" {
-				return r.Requests
+	// The results arrive; each is read three times, on both gateways: its usage counts once.
+	jobs.mu.Lock()
+	var ids []string
+	for id := range jobs.bodies {
+		ids = append(ids, id)
+	}
+	jobs.mu.Unlock()
+	for _, id := range ids {
+		jobs.finish(id, []byte(`{"object":"response","status":"completed","model":"gpt-5.1-codex","output":[],`+
+			`"usage":{"input_tokens":100,"output_tokens":7,"input_tokens_details":{"cached_tokens":40}}}`))
+		for _, base := range []string{srv.URL, srv.URL, other.URL} {
+			if resp, b := send(t, base, "sk-limited", "GET", "/v1/responses/"+id, ""); resp.StatusCode != http.StatusOK {
+				t.Fatalf("GET %s: %d %s", id, resp.StatusCode, b)
 			}
 		}
-		return 0
 	}
-	testutil.WaitFor(t, 10*time.Second, "the limited key's 3 background requests in its usage", func() bool { return limited() == 3 })
+	var got usage.Row
+	testutil.WaitFor(t, 10*time.Second, "the limited key's 3 background responses in its usage", func() bool {
+		rep, err := st.Query(ctx, time.Now().Add(-time.Hour), usage.ByKey)
+		for _, r := range rep.Rows {
+			if r.Name == "limited" {
+				got = r
+			}
+		}
+		return err == nil && got.Requests >= 3
+	})
+	if got.Requests != 3 || got.Input != 300 || got.Output != 21 || got.Cached != 120 {
+		t.Errorf("usage of the limited key: %+v, want 3 requests, 300 input (120 cached) and 21 output tokens: each job once", got.Totals)
+	}
 }

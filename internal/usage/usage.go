@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -111,6 +112,8 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Store, erro
 		Retention:   jetstream.LimitsPolicy,
 		MaxAge:      cfg.MaxAge,
 		Replicas:    cfg.Replicas,
+		// RecordOnce's records carry a Nats-Msg-Id: within this window the stream keeps the first.
+		Duplicates: OnceWindow,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("usage: stream %s: %w", cfg.Stream, err)
@@ -142,6 +145,23 @@ func (s *Store) Record(r Record) {
 	}
 	b, _ := json.Marshal(r)
 	_, _ = s.js.PublishAsync(s.cfg.Subject, b)
+}
+
+// OnceWindow is how long the usage stream remembers the ids of RecordOnce: as long as the pool
+// keeps a job's result (24 h), so a result read again is never counted twice.
+const OnceWindow = 24 * time.Hour
+
+// RecordOnce publishes r, as Record does, as the one record of id: the stream drops any later
+// record of the same id within OnceWindow, from any gateway.
+func (s *Store) RecordOnce(id string, r Record) {
+	if r.Time.IsZero() {
+		r.Time = time.Now()
+	}
+	b, _ := json.Marshal(r)
+	m := nats.NewMsg(s.cfg.Subject)
+	m.Data = b
+	m.Header.Set(jetstream.MsgIDHeader, id)
+	_, _ = s.js.PublishMsgAsync(m)
 }
 
 // Close waits (within ctx) for the records not yet acknowledged, gives up this Store's leases
