@@ -77,6 +77,7 @@ func (g *Gateway) submitBackground(ctx context.Context, w http.ResponseWriter, r
 		a.write(w)
 		return failed(a)
 	}
+	meteredHere(t, hdr)
 	id, err := g.cfg.Jobs.Submit(ctx, req.body, hdr)
 	if t != nil {
 		release()

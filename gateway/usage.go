@@ -99,6 +99,7 @@ func (g *Gateway) generate(ctx context.Context, body []byte, hdr nats.Header) (*
 	if err != nil {
 		return nil, err
 	}
+	meteredHere(t, hdr)
 	reply, err := g.onStickyWorker(body, hdr, func() bool { return false }, func(cl *client.Client) (*client.Reply, error) {
 		return cl.Generate(ctx, body, hdr)
 	})
@@ -120,6 +121,7 @@ func (g *Gateway) streamPool(ctx context.Context, body []byte, hdr nats.Header, 
 	if err != nil {
 		return nil, err
 	}
+	meteredHere(t, hdr)
 	started := false
 	stream := func(fn func([]byte) error) (*client.Reply, error) {
 		return g.onStickyWorker(body, hdr, func() bool { return started }, func(cl *client.Client) (*client.Reply, error) {
@@ -163,22 +165,19 @@ func (g *Gateway) record(rec usage.Record, err error) {
 // tokensOf reads the usage of a response object into rec.
 func tokensOf(rec *usage.Record, response []byte) {
 	var r struct {
-		Usage struct {
-			Input  int64 `json:"input_tokens"`
-			Output int64 `json:"output_tokens"`
-			In     struct {
-				Cached int64 `json:"cached_tokens"`
-			} `json:"input_tokens_details"`
-			Out struct {
-				Reasoning int64 `json:"reasoning_tokens"`
-			} `json:"output_tokens_details"`
-		} `json:"usage"`
+		Usage json.RawMessage `json:"usage"`
 	}
-	if len(response) == 0 || json.Unmarshal(response, &r) != nil {
-		return
+	if len(response) != 0 && json.Unmarshal(response, &r) == nil {
+		rec.SetTokens(r.Usage)
 	}
-	u := r.Usage
-	rec.Input, rec.Output, rec.Cached, rec.Reasoning = u.Input, u.Output, u.In.Cached, u.Out.Reasoning
+}
+
+// meteredHere tells the worker (header Codex-Metered) that this gateway records the request's
+// usage, when it does (t non-nil), so the worker records none of its own.
+func meteredHere(t *tally, hdr nats.Header) {
+	if t != nil {
+		hdr.Set(schemas.HeaderMetered, "gateway")
+	}
 }
 
 // recordBackground records a finished background response's usage for the key reading it (ctx's

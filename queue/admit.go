@@ -72,6 +72,7 @@ func (s *Service) admit(in admission) admitted {
 	if r != nil {
 		r.Session = sid
 		r.StickyKey = schemas.SessionKey(in.hdr.Get)
+		r.Metered = in.hdr.Get(schemas.HeaderMetered) != ""
 	}
 	a.req = r
 	if err != nil {

@@ -7,6 +7,9 @@ const (
 	HeaderWorker    = "Codex-Worker"     // reply: id of the worker that answered
 	HeaderSeq       = "Codex-Seq"        // streamed reply: 1, 2, 3, ...
 	HeaderAccount   = "Codex-Account"    // reply: name of the worker's account that served it
+	// HeaderMetered on a request says a gateway records its usage (per key and account), so the
+	// worker does not record it again (see Request.Metered).
+	HeaderMetered = "Codex-Metered"
 	// HeaderHops counts how often a worker handed a request back to the queue group
 	// because it was full or shutting down (see queue).
 	HeaderHops = "Codex-Hops"

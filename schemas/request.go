@@ -18,6 +18,9 @@ type Request struct {
 	Session string
 	// Stream is true when the client asked for a streamed reply.
 	Stream bool
+	// Metered is true when a gateway records the request's usage (header Codex-Metered); the
+	// worker then records none of its own. Set by queue.
+	Metered bool
 	// StickyKey is the sticky-routing key from the request's session headers (see SessionKey);
 	// "" = none (the worker then uses PromptCacheKey). Set by queue.
 	StickyKey string

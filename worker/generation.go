@@ -3,6 +3,7 @@ package worker
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"log/slog"
 	"time"
 
@@ -289,9 +290,18 @@ func (g *generation) result() *codex.Result {
 func (g *generation) report(ctx context.Context, err error) {
 	d, res, a := time.Since(g.start), g.result(), g.account()
 	if obs := g.w.obs; obs != nil {
-		o := Generation{OK: err == nil, Duration: d, FirstEvent: g.firstEvent}
+		o := Generation{OK: err == nil, Duration: d, FirstEvent: g.firstEvent, Metered: g.req.Metered,
+			Model: cmp.Or(g.req.Model, g.w.cfg.Model, DefaultModel)}
 		if a != nil {
 			o.Account = a.name
+		}
+		if e, ok := schemas.AsError(err); ok {
+			o.Code = string(e.Code)
+		} else if err != nil {
+			o.Code = string(schemas.CodeUpstreamError)
+		}
+		if g.res != nil {
+			o.Usage = usageOf(g.res.Response)
 		}
 		if res != nil && res.Attempts > 0 {
 			o.Dialed, o.GateWait = true, res.GateWait
@@ -302,4 +312,15 @@ func (g *generation) report(ctx context.Context, err error) {
 	if a != nil {
 		g.w.logGate(ctx, g.req, a, res)
 	}
+}
+
+// usageOf returns the "usage" member of a response object, nil when it has none.
+func usageOf(response []byte) []byte {
+	var r struct {
+		Usage json.RawMessage `json:"usage"`
+	}
+	if len(response) == 0 || json.Unmarshal(response, &r) != nil || len(r.Usage) == 0 || string(r.Usage) == "null" {
+		return nil
+	}
+	return r.Usage
 }

@@ -74,6 +74,13 @@ type Generation struct {
 	// Account is the name of the account that answered; "" when none did (every account was
 	// cooling down).
 	Account string
+	// Model is the model the generation asked for (the default filled in); Code the error code
+	// of a failed one ("" on success); Metered is Request.Metered (a gateway records its usage).
+	Model   string
+	Code    string
+	Metered bool
+	// Usage is the "usage" object of the response (raw JSON); nil when there was none.
+	Usage []byte
 }
 
 // Observer receives one Generation per finished generation (metrics.Metrics is one). It is called

@@ -273,6 +273,7 @@ type workerConfig struct {
 	EmbeddedNATSStore string `env:"EMBEDDED_NATS_STORE" key:"nats.embedded_store" desc:"JetStream store of the embedded NATS server; default $XDG_STATE_HOME/codexpool/nats (~/.local/state/codexpool/nats)"`
 
 	MetricsAddr string `env:"METRICS_ADDR" key:"metrics.addr" desc:"where to serve Prometheus /metrics, /healthz and /readyz, e.g. 127.0.0.1:9464; empty = off"`
+	Usage       bool   `env:"USAGE" key:"metrics.usage" desc:"record the usage of requests no gateway records (sent straight over NATS) per account in the JetStream stream CODEXPOOL_USAGE, for codexpool usage --by account; off without JetStream"`
 
 	Jobs                string        `env:"JOBS" key:"jobs.mode" desc:"durable jobs: auto (consume them when the server has JetStream), on (fail at start without it), off"`
 	JobsReplicas        int           `env:"JOBS_REPLICAS" key:"jobs.replicas" desc:"replicas of the jobs stream and the results bucket when this worker creates them (3 on a cluster)"`
@@ -337,7 +338,7 @@ func defaultWorkerConfig() workerConfig {
 		ConnectTimeout: 15 * time.Second, IdleTimeout: 5 * time.Minute, ShutdownGrace: 30 * time.Second,
 		LogLevel: "info", LogFormat: "auto", AccountCooldown: 30 * time.Second, SessionIdle: 5 * time.Minute,
 		Sticky: true, StickyTTL: time.Hour, StickyBucket: "CODEXPOOL_SESSIONS",
-		AccountQueueTimeout: 30 * time.Second, AccountLeaseTTL: 6 * time.Second,
+		AccountQueueTimeout: 30 * time.Second, AccountLeaseTTL: 6 * time.Second, Usage: true,
 	}
 }
 

@@ -411,7 +411,7 @@ type gatewayJobs struct{ cl *client.Client }
 
 func (j gatewayJobs) Submit(ctx context.Context, body []byte, hdr nats.Header) (string, error) {
 	id := hdr.Get(schemas.HeaderRequestID)
-	job, err := j.cl.Submit(ctx, body, client.SubmitOptions{ID: id, RequestID: id})
+	job, err := j.cl.Submit(ctx, body, client.SubmitOptions{ID: id, RequestID: id, Header: hdr})
 	return job.ID, err
 }
 

@@ -187,18 +187,30 @@ func TestE2EUsageMatchesOrigin(t *testing.T) {
 	_, b := c.startGateway(gwEnv...)
 	bases.Store(0, b)
 	<-ran
+	// Requests straight over NATS reach no gateway: the workers record them, per account, with no key.
+	const direct = 6
+	for i := range direct {
+		if _, err := c.client.Generate(ctxT(t, 30*time.Second), request(fmt.Sprintf("usage e2e direct %d", i), nil), nil); err != nil {
+			t.Fatalf("direct request %d: %v", i, err)
+		}
+	}
 
 	origin := c.sim.Stats()
 	var byKey usagestore.Report
 	testutil.WaitFor(t, 30*time.Second, "every request in the usage", func() bool {
 		byKey = c.usageReport("--by", "key")
-		return byKey.Total.Requests >= int64(n)
+		return byKey.Total.Requests >= int64(n+direct)
 	})
 	byAccount := c.usageReport("--by", "account")
-	t.Logf("%d requests (%d sent); origin: %d responses, %d input, %d cached tokens; usage: %+v",
-		n, sent.Load(), origin.Responses, origin.InputTokens, origin.CachedTokens, byKey.Total)
-	if byKey.Total.Requests != int64(n) || byKey.Total.Requests != origin.Responses {
-		t.Errorf("usage counts %d requests, the run made %d and the origin counted %d", byKey.Total.Requests, n, origin.Responses)
+	t.Logf("%d requests (%d sent) and %d straight over NATS; origin: %d responses, %d input, %d cached tokens; usage: %+v",
+		n, sent.Load(), direct, origin.Responses, origin.InputTokens, origin.CachedTokens, byKey.Total)
+	if byKey.Total.Requests != int64(n+direct) || byKey.Total.Requests != origin.Responses {
+		t.Errorf("usage counts %d requests, the run made %d and the origin counted %d", byKey.Total.Requests, n+direct, origin.Responses)
+	}
+	for _, r := range byKey.Rows {
+		if r.Name == "-" && r.Requests != direct {
+			t.Errorf("requests without a key: %d, want the %d sent straight over NATS", r.Requests, direct)
+		}
 	}
 	if byKey.Total.Input != origin.InputTokens || byKey.Total.Cached != origin.CachedTokens || byKey.Total.Errors != 0 {
 		t.Errorf("usage totals %+v, the origin counted %d input and %d cached tokens", byKey.Total, origin.InputTokens, origin.CachedTokens)

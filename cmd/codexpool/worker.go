@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/codexpool/codexpool/gate"
+	usagestore "github.com/codexpool/codexpool/internal/usage"
 	"github.com/codexpool/codexpool/metrics"
 	"github.com/codexpool/codexpool/queue"
 	"github.com/codexpool/codexpool/worker"
@@ -58,9 +59,10 @@ type workerMain struct {
 	cfg    workerConfig
 	getenv func(string) string
 	log    *slog.Logger
-	url    string           // of the NATS server(s): CODEXPOOL_NATS_URL, else the embedded server's
-	accts  []worker.Account // from CODEXPOOL_ACCOUNTS; nil = the CODEXPOOL_CODEX_* account
-	met    *metrics.Metrics // nil without CODEXPOOL_METRICS_ADDR
+	url    string               // of the NATS server(s): CODEXPOOL_NATS_URL, else the embedded server's
+	accts  []worker.Account     // from CODEXPOOL_ACCOUNTS; nil = the CODEXPOOL_CODEX_* account
+	met    *metrics.Metrics     // nil without CODEXPOOL_METRICS_ADDR
+	usage  *usagestore.Recorder // nil: no usage records (CODEXPOOL_USAGE off, or no JetStream)
 
 	nc    *nats.Conn
 	w     *worker.Worker
@@ -191,6 +193,7 @@ func (m *workerMain) Close() {
 		m.log.Warn("shutdown", "error", err)
 	}
 	_ = m.w.Close()
+	m.closeUsage()
 	m.drain()
 	m.log.Info("stopped", "worker", m.w.ID())
 	m.undo()
@@ -354,6 +357,9 @@ func (m *workerMain) startWorker(ctx context.Context) (func(), error) {
 	var obs worker.Observer
 	if m.met != nil {
 		obs = m.met
+	}
+	if m.usage = usageRecorder(ctx, m.nc, m.cfg, m.log); m.usage != nil {
+		obs = usageObserver{next: obs, rec: m.usage}
 	}
 	slots, closeSlots := leaseStore(ctx, m.nc, m.cfg, m.accts, m.log)
 	w, err := worker.New(m.cfg.worker(m.accts), worker.Options{Logger: m.log, Version: getVersion(), Observer: obs,

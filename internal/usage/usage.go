@@ -87,6 +87,25 @@ type Record struct {
 	Error string `json:"error,omitempty"`
 }
 
+// SetTokens fills r's token counts from a response's "usage" object (raw JSON: input_tokens,
+// output_tokens and their details); a missing or unreadable one leaves them as they are.
+func (r *Record) SetTokens(usageJSON []byte) {
+	var u struct {
+		Input  int64 `json:"input_tokens"`
+		Output int64 `json:"output_tokens"`
+		In     struct {
+			Cached int64 `json:"cached_tokens"`
+		} `json:"input_tokens_details"`
+		Out struct {
+			Reasoning int64 `json:"reasoning_tokens"`
+		} `json:"output_tokens_details"`
+	}
+	if len(usageJSON) == 0 || json.Unmarshal(usageJSON, &u) != nil {
+		return
+	}
+	r.Input, r.Output, r.Cached, r.Reasoning = u.Input, u.Output, u.In.Cached, u.Out.Reasoning
+}
+
 // Tokens is what counts against a token limit: input plus output.
 func (r Record) Tokens() int64 { return r.Input + r.Output }
 
@@ -100,11 +119,9 @@ type Store struct {
 	tail   *tail
 }
 
-// Open finds or creates the stream and the bucket, and starts tailing the last week's records
-// (for token limits) and renewing this Store's leases. ctx bounds the setup only.
-func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Store, error) {
-	cfg = cfg.withDefaults()
-	stream, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+// streamConfig is the usage stream's configuration: Open and OpenRecorder keep it the same.
+func streamConfig(cfg Config) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
 		Name:        cfg.Stream,
 		Description: "codexpool usage: one record per finished request",
 		Subjects:    []string{cfg.Subject},
@@ -114,7 +131,14 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Store, erro
 		Replicas:    cfg.Replicas,
 		// RecordOnce's records carry a Nats-Msg-Id: within this window the stream keeps the first.
 		Duplicates: OnceWindow,
-	})
+	}
+}
+
+// Open finds or creates the stream and the bucket, and starts tailing the last week's records
+// (for token limits) and renewing this Store's leases. ctx bounds the setup only.
+func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Store, error) {
+	cfg = cfg.withDefaults()
+	stream, err := js.CreateOrUpdateStream(ctx, streamConfig(cfg))
 	if err != nil {
 		return nil, fmt.Errorf("usage: stream %s: %w", cfg.Stream, err)
 	}

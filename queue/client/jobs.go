@@ -33,6 +33,8 @@ type SubmitOptions struct {
 	Timeout time.Duration
 	// RequestID is the Codex-Request-Id used in logs and replies; default the job id.
 	RequestID string
+	// Header holds more headers for the job (e.g. the session headers); the ones above win.
+	Header nats.Header
 }
 
 // Job is a stored job.
@@ -89,7 +91,7 @@ func (c *Client) Submit(ctx context.Context, req []byte, opts SubmitOptions) (Jo
 		// An id nobody can guess, so no other client can read or pre-seed this job's result.
 		id = newJobID()
 	}
-	m := &nats.Msg{Subject: schemas.SubmitSubject(c.opts.JobsSubject), Data: req, Header: nats.Header{}}
+	m := &nats.Msg{Subject: schemas.SubmitSubject(c.opts.JobsSubject), Data: req, Header: cloneHeader(opts.Header)}
 	m.Header.Set(schemas.HeaderMsgID, id)
 	if opts.ReplyTo != "" {
 		m.Header.Set(schemas.HeaderReplyTo, opts.ReplyTo)
