@@ -1,20 +1,16 @@
 package gateway_test
 
 import (
-	"context"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/codexpool/codexpool/gateway"
 	"github.com/codexpool/codexpool/internal/testutil"
 	"github.com/codexpool/codexpool/internal/usage"
 	"github.com/codexpool/codexpool/queue"
-	"github.com/codexpool/codexpool/queue/client"
 )
 
 // TestBackgroundRequestsCountAgainstTheKey: "background": true is no way around a key's limits:
@@ -25,7 +21,11 @@ import (
 func TestBackgroundRequestsCountAgainstTheKey(t *testing.T) {
 	p := newMeteredPool(t, false)
 	ctx := ctxT(t, waitTimeout)
-	nc, err := queue.Connect(ctx, p.nats, "gateway-bg", nil)
+	jobs := newFakeJobs()
+	// Two gateways with the same store of jobs, each with its own usage store.
+	base, _ := startMeteredGateway(t, ctx, p.nats, jobs)
+	otherBase, _ := startMeteredGateway(t, ctx, p.nats, jobs)
+	nc, err := queue.Connect(ctx, p.nats, "usage-reader", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,35 +34,18 @@ func TestBackgroundRequestsCountAgainstTheKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := usage.Open(ctx, js, usage.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = st.Close(cctx)
-	})
-	jobs := newFakeJobs()
-	srv := httptest.NewServer(gateway.New(client.New(nc, client.Options{}), nc,
-		gateway.Config{ClientKeys: meterKeys, Meter: st, Jobs: jobs}))
-	t.Cleanup(srv.Close)
-	// A second gateway with the same store of jobs, reading the results too.
-	other := httptest.NewServer(gateway.New(client.New(nc, client.Options{}), nc,
-		gateway.Config{ClientKeys: meterKeys, Meter: st, Jobs: jobs}))
-	t.Cleanup(other.Close)
 
 	const bg = `{"model":"gpt-5.1-codex","input":"hi","background":true}`
 	for i := range 3 {
-		if resp, b := send(t, srv.URL, "sk-limited", "POST", "/v1/responses", bg); resp.StatusCode != http.StatusOK {
+		if resp, b := send(t, base, "sk-limited", "POST", "/v1/responses", bg); resp.StatusCode != http.StatusOK {
 			t.Fatalf("background %d: %d %s", i+1, resp.StatusCode, b)
 		}
 	}
-	resp, b := send(t, srv.URL, "sk-limited", "POST", "/v1/responses", bg)
+	resp, b := send(t, base, "sk-limited", "POST", "/v1/responses", bg)
 	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
 		t.Fatalf("4th background: %d retry-after %q %s, want 429 with retry-after", resp.StatusCode, resp.Header.Get("Retry-After"), b)
 	}
-	resp, b = send(t, srv.URL, "sk-narrow", "POST", "/v1/responses", `{"model":"gpt-5.2","input":"hi","background":true}`)
+	resp, b = send(t, base, "sk-narrow", "POST", "/v1/responses", `{"model":"gpt-5.2","input":"hi","background":true}`)
 	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(b), `"model_not_allowed"`) {
 		t.Fatalf("background with another model: %d %s, want 403 model_not_allowed", resp.StatusCode, b)
 	}
@@ -82,7 +65,7 @@ func TestBackgroundRequestsCountAgainstTheKey(t *testing.T) {
 	for _, id := range ids {
 		jobs.finish(id, []byte(`{"object":"response","status":"completed","model":"gpt-5.1-codex","output":[],`+
 			`"usage":{"input_tokens":100,"output_tokens":7,"input_tokens_details":{"cached_tokens":40}}}`))
-		for _, base := range []string{srv.URL, srv.URL, other.URL} {
+		for _, base := range []string{base, base, otherBase} {
 			if resp, b := send(t, base, "sk-limited", "GET", "/v1/responses/"+id, ""); resp.StatusCode != http.StatusOK {
 				t.Fatalf("GET %s: %d %s", id, resp.StatusCode, b)
 			}
@@ -90,7 +73,7 @@ func TestBackgroundRequestsCountAgainstTheKey(t *testing.T) {
 	}
 	var got usage.Row
 	testutil.WaitFor(t, 10*time.Second, "the limited key's 3 background responses in its usage", func() bool {
-		rep, err := st.Query(ctx, time.Now().Add(-time.Hour), usage.ByKey)
+		rep, err := usage.Query(ctx, js, "", time.Now().Add(-time.Hour), usage.ByKey)
 		for _, r := range rep.Rows {
 			if r.Name == "limited" {
 				got = r

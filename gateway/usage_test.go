@@ -84,12 +84,14 @@ func newMeteredPool(t testing.TB, windows bool) *meteredPool {
 	})
 	p.nats = ns.ClientURL()
 	for i := range p.urls {
-		p.urls[i], p.quotas[i] = startMeteredGateway(t, ctx, ns.ClientURL())
+		p.urls[i], p.quotas[i] = startMeteredGateway(t, ctx, ns.ClientURL(), nil)
 	}
 	return p
 }
 
-func startMeteredGateway(t testing.TB, ctx context.Context, url string) (string, *gateway.QuotaPoller) {
+// startMeteredGateway starts a gateway with its own usage store on the NATS server at url, with
+// jobs as its job store (nil: none).
+func startMeteredGateway(t testing.TB, ctx context.Context, url string, jobs gateway.Jobs) (string, *gateway.QuotaPoller) {
 	t.Helper()
 	nc, err := queue.Connect(ctx, url, "gateway", nil)
 	if err != nil {
@@ -110,7 +112,7 @@ func startMeteredGateway(t testing.TB, ctx context.Context, url string) (string,
 		_ = st.Close(cctx)
 	})
 	quota := gateway.NewQuotaPoller(nc, time.Hour) // polled by the tests themselves
-	gw := gateway.New(client.New(nc, client.Options{}), nc, gateway.Config{ClientKeys: meterKeys, Meter: st, Quota: quota})
+	gw := gateway.New(client.New(nc, client.Options{}), nc, gateway.Config{ClientKeys: meterKeys, Meter: st, Quota: quota, Jobs: jobs})
 	srv := httptest.NewServer(gw)
 	t.Cleanup(srv.Close)
 	return srv.URL, quota
