@@ -489,8 +489,13 @@ func TestJobsIdleLoopLeavesSlotsToRequests(t *testing.T) {
 	}
 	c := jobClient(t, ns)
 	submit(t, c, goodRequest, client.SubmitOptions{ID: "after-requests"})
-	if _, err := waitResult(t, c, "after-requests"); err != nil {
-		t.Fatal(err)
+	// The job is pulled once the fetch pending since before the requests expires (FetchWait, 5 s)
+	// and the next one asks: about 5 s here, and more than twice that on a loaded 2-core CI
+	// machine (once more than 10 s), so this wait allows 30 s rather than waitTimeout.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := c.Wait(ctx, "after-requests"); err != nil {
+		t.Fatalf("the job after the requests: %v", err)
 	}
 }
 
