@@ -7,13 +7,9 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/codexpool/codexpool/gateway/anthropic"
-	"github.com/codexpool/codexpool/internal/bench"
 	"github.com/codexpool/codexpool/worker/codextest"
 )
 
@@ -24,66 +20,9 @@ import (
 //
 //	go test -count=1 -run TestE2EGatewayManyAnthropicStreams -v ./cmd/codexpool/
 func TestE2EGatewayManyAnthropicStreams(t *testing.T) {
-	if raceEnabled {
-		t.Skip("the race detector caps live goroutines at 8128; run without -race")
-	}
-	const n = 1000
-	c := newCluster(t, codextest.Options{Words: 8, Latency: 6 * time.Second})
-	c.startWorker("w1", "CODEXPOOL_MAX_INFLIGHT=1100", "CODEXPOOL_LOG_LEVEL=warn")
-	gw, base := c.startGateway("CODEXPOOL_LOG_LEVEL=info")
-	tr := &http.Transport{MaxIdleConnsPerHost: n}
-	defer tr.CloseIdleConnections()
-	ms := messageStreamer{hc: &http.Client{Transport: tr}, url: base + "/v1/messages"}
-
-	ctx := ctxT(t, 2*time.Minute)
-	if err := ms.stream(ctx, "warm-up", func() {}); err != nil {
-		t.Fatal(err)
-	}
-	idle := bench.RSS(gw.cmd.Process.Pid)
-	var open, done atomic.Int64
-	plateau := make(chan struct{})
-	var once sync.Once
-	errs := make(chan error, n)
-	start := time.Now()
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			errs <- ms.stream(ctx, fmt.Sprintf("stream %d", i), func() {
-				if open.Add(1) == n {
-					once.Do(func() { close(plateau) })
-				}
-			})
-			done.Add(1)
-		})
-	}
-	var peak int64
-	select {
-	case <-plateau:
-		peak = bench.RSS(gw.cmd.Process.Pid)
-		if d := done.Load(); d > 0 {
-			t.Errorf("%d streams had ended before all %d were open: they did not all run at once", d, n)
-		}
-	case <-ctx.Done():
-		t.Fatalf("only %d of %d streams opened", open.Load(), n)
-	}
-	opened := time.Since(start)
-	wg.Wait()
-	close(errs)
-	failed := 0
-	for err := range errs {
-		if err != nil {
-			if failed < 5 {
-				t.Errorf("stream: %v", err)
-			}
-			failed++
-		}
-	}
-	if failed > 0 {
-		t.Fatalf("%d of %d streams failed", failed, n)
-	}
-	t.Logf("%d concurrent Anthropic streams through one gateway: all open after %s, all complete after %s", n, opened.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
-	t.Logf("gateway RSS: %.1f MiB idle, %.1f MiB with %d streams open: %.1f KiB per open stream",
-		float64(idle)/(1<<20), float64(peak)/(1<<20), n, float64(peak-idle)/n/1024)
+	manyStreams(t, "Anthropic streams", func(ctx context.Context, hc *http.Client, base, prompt string, opened func()) error {
+		return messageStreamer{hc: hc, url: base + "/v1/messages"}.stream(ctx, prompt, opened)
+	})
 }
 
 // messageStreamer streams POST /v1/messages with "stream": true and checks the answer.

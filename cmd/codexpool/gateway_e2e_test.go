@@ -165,18 +165,7 @@ func TestE2EGateway(t *testing.T) {
 //
 //	go test -count=1 -run TestE2EGatewayManyStreams -v ./cmd/codexpool/
 func TestE2EGatewayManyStreams(t *testing.T) {
-	if raceEnabled {
-		t.Skip("the race detector caps live goroutines at 8128; run without -race")
-	}
-	const n = 1000
-	c := newCluster(t, codextest.Options{Words: 8, Latency: 6 * time.Second})
-	c.startWorker("w1", "CODEXPOOL_MAX_INFLIGHT=1100", "CODEXPOOL_LOG_LEVEL=warn")
-	gw, base := c.startGateway("CODEXPOOL_LOG_LEVEL=info")
-	tr := &http.Transport{MaxIdleConnsPerHost: n}
-	defer tr.CloseIdleConnections()
-	hc := &http.Client{Transport: tr}
-
-	stream := func(ctx context.Context, prompt string, opened func()) error {
+	manyStreams(t, "streams", func(ctx context.Context, hc *http.Client, base, prompt string, opened func()) error {
 		body := fmt.Sprintf(`{"input":%q,"stream":true}`, prompt)
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/responses", strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+gatewayKey)
@@ -217,34 +206,50 @@ func TestE2EGatewayManyStreams(t *testing.T) {
 			return fmt.Errorf("got %q (completed %v), want %q", text.String(), completed, want)
 		}
 		return sc.Err()
+	})
+}
+
+// manyStreams runs 1,000 concurrent streams through one gateway process (one worker and the
+// simulator behind it, each answer taking 6 s): stream sends one (calling opened at its first
+// frame) and checks its answer. Every stream must be open before any ends, and every one must
+// succeed; the times and the gateway's memory per open stream are logged. Not under -race:
+// the race detector caps live goroutines at 8128.
+func manyStreams(t *testing.T, what string, stream func(ctx context.Context, hc *http.Client, base, prompt string, opened func()) error) {
+	if raceEnabled {
+		t.Skip("the race detector caps live goroutines at 8128; .ci/run runs this without -race")
 	}
+	const n = 1000
+	c := newCluster(t, codextest.Options{Words: 8, Latency: 6 * time.Second})
+	c.startWorker("w1", "CODEXPOOL_MAX_INFLIGHT=1100", "CODEXPOOL_LOG_LEVEL=warn")
+	gw, base := c.startGateway("CODEXPOOL_LOG_LEVEL=info")
+	tr := &http.Transport{MaxIdleConnsPerHost: n}
+	defer tr.CloseIdleConnections()
+	hc := &http.Client{Transport: tr}
 	ctx := ctxT(t, 2*time.Minute)
 	// Warm up (the HTTP server, NATS, a pooled socket), then take the baseline.
-	if err := stream(ctx, "warm-up", func() {}); err != nil {
+	if err := stream(ctx, hc, base, "warm-up", func() {}); err != nil {
 		t.Fatal(err)
 	}
-	base0 := bench.RSS(gw.cmd.Process.Pid)
+	idle := bench.RSS(gw.cmd.Process.Pid)
 
 	var open, done atomic.Int64
-	var peak int64
 	plateau := make(chan struct{})
 	var once sync.Once
 	errs := make(chan error, n)
 	start := time.Now()
 	var wg sync.WaitGroup
 	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			err := stream(ctx, fmt.Sprintf("stream %d", i), func() {
+		wg.Go(func() {
+			err := stream(ctx, hc, base, fmt.Sprintf("stream %d", i), func() {
 				if open.Add(1) == n {
 					once.Do(func() { close(plateau) })
 				}
 			})
 			done.Add(1)
 			errs <- err
-		}()
+		})
 	}
+	var peak int64
 	select {
 	case <-plateau:
 		peak = bench.RSS(gw.cmd.Process.Pid)
@@ -267,11 +272,11 @@ func TestE2EGatewayManyStreams(t *testing.T) {
 		}
 	}
 	if failed > 0 {
-		t.Fatalf("%d of %d streams failed", failed, n)
+		t.Fatalf("%d of %d %s failed", failed, n, what)
 	}
-	t.Logf("%d concurrent streams through one gateway: all open after %s, all complete after %s", n, opened.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+	t.Logf("%d concurrent %s through one gateway: all open after %s, all complete after %s", n, what, opened.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 	t.Logf("gateway RSS: %.1f MiB idle, %.1f MiB with %d streams open: %.1f KiB per open stream",
-		float64(base0)/(1<<20), float64(peak)/(1<<20), n, float64(peak-base0)/n/1024)
+		float64(idle)/(1<<20), float64(peak)/(1<<20), n, float64(peak-idle)/n/1024)
 }
 
 // TestE2EGatewayBackground: "background": true through the OpenAI Go SDK becomes a durable job;
