@@ -62,7 +62,7 @@ func (a *adaptive) earliest(now time.Time) time.Time {
 		t = later(t, a.last.Add(own))
 	}
 	if f := a.f; f != nil {
-		t = later(t, a.holds.peer)
+		t = later(t, a.peerHold(now))
 		if a.confirms(now) {
 			// A peer sees a closed origin, and this gate has not been refused itself: its next
 			// start confirms it without waiting for its pace (see confirms).
@@ -215,7 +215,8 @@ func (a *adaptive) snapshot(s *Snapshot) {
 		s.OwnSpacing = a.ownSpacing(now)
 		s.FleetAccepted = float64(a.fleetRecent(now)) / a.cfg.RateWindow.Seconds()
 		s.SignalsApplied, s.SignalsInvalid, s.SignalsStale = f.applied, f.invalid, f.stale
-		s.SignalsFlooded, s.SignalsUnknown = f.flooded, f.unknown
+		s.SignalsFlooded, s.SignalsUnknown, s.SignalsDoubted = f.flooded, f.unknown, f.doubted
+		s.PeersDoubted, s.HoldsContradicted = f.peersDoubted, f.holdsContradicted
 	} else {
 		s.OwnSpacing = a.spacing
 		s.FleetAccepted = float64(a.accepted.sum(now, a.cfg.RateWindow)) / a.cfg.RateWindow.Seconds()

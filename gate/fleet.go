@@ -40,11 +40,17 @@ type fleet struct {
 	lostAt      time.Time // when the last live peer fell silent
 	echo        echo      // how long this gate's own signals take to come back
 
+	undo    undo      // the reaction adopted last, while nothing else confirmed it (see doubt.go)
+	doubtAt time.Time // when a peer was last found out; zero: never
+
 	signalCounts
 }
 
 // signalCounts counts the peers' signals by what became of them (see [Snapshot]).
-type signalCounts struct{ applied, invalid, stale, flooded, unknown int64 }
+type signalCounts struct {
+	applied, invalid, stale, flooded, unknown, doubted int64
+	peersDoubted, holdsContradicted                    int64 // peers found out, and holds an accepted probe ended
+}
 
 func (c *signalCounts) count(v verdict) {
 	switch v {
@@ -58,6 +64,8 @@ func (c *signalCounts) count(v verdict) {
 		c.flooded++
 	case verdictUnknown:
 		c.unknown++
+	case verdictDoubted:
+		c.doubted++
 	}
 }
 
@@ -161,6 +169,10 @@ func (a *adaptive) observe(s Signal, now time.Time) {
 		return
 	}
 	p, prev, v := f.admit(s, now, a.cfg.ReportInterval)
+	if v == verdictApplied && !a.plausible(p, s, prev, now) {
+		v = verdictDoubted
+		a.doubt(p, now)
+	}
 	f.count(v)
 	if v != verdictApplied {
 		return
@@ -191,6 +203,16 @@ func (a *adaptive) apply(p *peer, s, prev Signal, now time.Time) {
 	}
 	if s.Rejected > prev.Rejected {
 		a.refusedByFleet(now, false)
+		// A refusal confirms a reaction or a hold only from a peer trusted before it came: a
+		// liar's next id cannot vouch for the last.
+		f.confirmed(p.id, p.trustedAt)
+		if p.trustedAt.Before(a.holds.peerSince) {
+			a.holds.confirmed(now, p.id)
+		}
+	} else if s.Accepted > prev.Accepted && a.holds.peerBy != p.id && now.Sub(a.holds.peerSince) >= peerProbe {
+		// Another gate's probe, most likely (an acceptance sooner may be of an upgrade started
+		// before the hold): the origin accepts.
+		a.contradict(now)
 	}
 	if s.Closed {
 		a.origin.peerClosedAt = now
@@ -201,15 +223,17 @@ func (a *adaptive) apply(p *peer, s, prev Signal, now time.Time) {
 		// any one peer: a peer that lies about refusals (bumping its epoch with every signal)
 		// backs this gate off once per 4s, which the fleet's successes relax again, instead
 		// of widening its spacing to Max within two seconds and holding it there.
-		if now.Sub(f.adoptedAt) >= c.ReportInterval && p.mayDisrupt(&p.reactedAt, now, peerReactEvery*c.ReportInterval) {
+		if now.Sub(f.adoptedAt) >= c.ReportInterval && f.credible(p, now) && p.mayDisrupt(&p.reactedAt, now, peerReactEvery*c.ReportInterval) {
 			f.adoptedAt = now
+			f.undo = undo{by: p.id, at: now, pace: a.pace, window: a.window.size}
 			a.react(now)
 		}
 	}
-	if s.RetryAfter > 0 && s.Rejected > prev.Rejected && p.mayDisrupt(&p.heldAt, now, peerReactEvery*c.ReportInterval) {
+	if s.RetryAfter > 0 && s.Rejected > prev.Rejected && now.After(p.holdBanned) && f.credible(p, now) &&
+		p.mayDisrupt(&p.heldAt, now, peerReactEvery*c.ReportInterval) {
 		// A peer's Retry-After holds this gate too: one that came with a refusal it reports,
-		// once per peerReactEvery from any one peer (and see holds.peerUntil).
-		a.holds.peerUntil(now, now.Add(s.RetryAfter), a.cfg.widest())
+		// once per peerReactEvery from any one peer (and see holds.peerUntil, adaptive.peerHold).
+		a.holds.peerUntil(now, now.Add(s.RetryAfter), a.cfg.widest(), p.id)
 	}
 	if a.pace.refining(now, settleIntervals*c.ReportInterval) {
 		// Peers report acceptances up to an interval late: a reaction made before they arrived

@@ -296,6 +296,10 @@ type Snapshot struct {
 	SignalsStale   int64         // signals dropped as older than one already applied
 	SignalsFlooded int64         // signals dropped beyond a peer's rate, or with the peer table full
 	SignalsUnknown int64         // signals from ids not (yet) counted as peers
+	SignalsDoubted int64         // signals dropped from peers found out: claims that did not add up (see docs/gate-design.md)
+
+	PeersDoubted      int64 // peers found out (their outcomes or rate did not add up)
+	HoldsContradicted int64 // peers' Retry-After holds that an accepted probe of this gate ended
 }
 
 // Snapshot returns the current state.

@@ -44,7 +44,7 @@ func TestHoldsSteps(t *testing.T) {
 				case "refine":
 					h.refine(st.arg)
 				case "peer":
-					h.peerUntil(now, now.Add(st.arg), w)
+					h.peerUntil(now, now.Add(st.arg), w, 1)
 				}
 				if got := h.until().Sub(t0); got != st.until {
 					t.Errorf("step %d (%s %v at %v): held until %v, want %v", i, st.op, st.arg, st.at, got, st.until)

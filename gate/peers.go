@@ -21,10 +21,14 @@ type peer struct {
 	heard   time.Time // the last one applied (received: this gate's clock)
 	run     int
 	trusted bool
-	quota   int // signals applied in the interval that began at quotaAt
-	quotaAt time.Time
-	sig     Signal    // the last one applied
-	started time.Time // the last signal that announced a start
+	// trustedAt is when it became trusted; doubted when it was found out (see doubt.go), and
+	// holdBanned until when its Retry-After may not hold this gate.
+	trustedAt, doubted, holdBanned time.Time
+	credit                         credit
+	quota                          int // signals applied in the interval that began at quotaAt
+	quotaAt                        time.Time
+	sig                            Signal    // the last one applied
+	started                        time.Time // the last signal that announced a start
 	// reactedAt and heldAt are when this peer last caused a reaction and a Retry-After hold
 	// here: each at most once per peerReactEvery intervals (see mayDisrupt).
 	reactedAt, heldAt time.Time
@@ -49,6 +53,7 @@ const (
 	verdictStale           // not newer than one already applied
 	verdictFlooded         // beyond the peer's rate, or the table is full
 	verdictUnknown         // from an id not (yet) counted as a peer
+	verdictDoubted         // from a peer found out (see doubt.go)
 )
 
 // admit records signal s (valid, and not this gate's own) received at now, with peers signalling
@@ -73,6 +78,13 @@ func (t *peerTable) admit(s Signal, now time.Time, interval time.Duration) (*pee
 	if known && s.Seq <= p.seq {
 		return nil, Signal{}, verdictStale
 	}
+	if !p.doubted.IsZero() {
+		if now.Sub(p.doubted) < peerDoubtFor {
+			p.seq, p.heard = s.Seq, now // it keeps its entry (and no other id gets it)
+			return nil, Signal{}, verdictDoubted
+		}
+		*p = peer{id: p.id} // forgiven: it earns trust again
+	}
 	if now.Sub(p.quotaAt) >= interval {
 		p.quota, p.quotaAt = 0, now
 	}
@@ -90,6 +102,9 @@ func (t *peerTable) admit(s Signal, now time.Time, interval time.Duration) (*pee
 		}
 		p.run++
 		p.trusted = p.run >= peerTrust && now.Sub(p.first) >= interval/peerTrustSpan
+		if p.trusted {
+			p.trustedAt = now
+		}
 	}
 	p.seq, p.heard, p.sig = s.Seq, now, s
 	if !p.trusted || !had {
@@ -134,7 +149,7 @@ func (t *peerTable) picture(now time.Time, silent time.Duration) picture {
 		pic.live++
 		pic.peerDemand += p.sig.Demand
 		pic.peerDemand1 += max(p.sig.Demand, 1)
-		pic.peerRecent += p.sig.Recent
+		pic.peerRecent += p.recent()
 		if e := p.heard.Add(silent); pic.expiresAt.IsZero() || e.Before(pic.expiresAt) {
 			pic.expiresAt = e
 		}

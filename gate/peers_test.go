@@ -100,9 +100,10 @@ func TestPeerTablePicture(t *testing.T) {
 	const silent = 300 * time.Millisecond
 	t0 := time.Unix(1000, 0)
 	var pt peerTable
-	pt.peers[0] = peer{id: 1, trusted: true, heard: t0, sig: Signal{Demand: 3, Recent: 2, Wait: 2 * time.Second, Spacing: 400 * time.Millisecond}}
-	pt.peers[1] = peer{id: 2, trusted: true, heard: t0.Add(-100 * time.Millisecond), sig: Signal{Demand: 0, Recent: 1, Wait: time.Second, Closed: true, Spacing: 200 * time.Millisecond}}
+	pt.peers[0] = peer{id: 1, trusted: true, heard: t0, sig: Signal{Demand: 3, Recent: 2, Accepted: 2, Wait: 2 * time.Second, Spacing: 400 * time.Millisecond}}
+	pt.peers[1] = peer{id: 2, trusted: true, heard: t0.Add(-100 * time.Millisecond), sig: Signal{Demand: 0, Recent: 4, Accepted: 5, Wait: time.Second, Closed: true, Spacing: 200 * time.Millisecond}}
 	pt.peers[2] = peer{id: 3, trusted: false, run: 2, heard: t0, sig: Signal{Demand: 9, Recent: 9}}
+	pt.peers[1].credit.baseAcc = 4 // its Recent of 4 counts as the 1 its Accepted total grew by
 	pt.peers[3] = peer{id: 4, trusted: true, heard: t0.Add(-silent), sig: Signal{Demand: 9, Recent: 9}}
 	now := t0.Add(50 * time.Millisecond)
 

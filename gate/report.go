@@ -25,6 +25,7 @@ func (a *adaptive) report(p Permit, o outcome, now time.Time, retryAfter time.Du
 		closed := a.origin.closed
 		a.origin.accepted()
 		a.origin.ownAcceptedAt = now
+		a.acceptedUnderHold(p.start, now)
 		if grew := a.succeeded(now); closed || a.spacing > 0 || grew && a.f != nil && a.f.live > 0 {
 			// The peers reopen too; or, paced, they count this start in the fleet's pace; or,
 			// in slow start, their windows grow with it.
@@ -35,6 +36,10 @@ func (a *adaptive) report(p Permit, o outcome, now time.Time, retryAfter time.Du
 		a.notify()
 		a.forbidden(p.start, now)
 		a.refusedByFleet(now, true)
+		if a.f != nil {
+			a.f.confirmed(0, time.Time{})
+			a.holds.confirmed(now, 0)
+		}
 	}
 }
 
