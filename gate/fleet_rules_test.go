@@ -402,10 +402,11 @@ func TestHostilePeerCannotStopStarts(t *testing.T) {
 		<-done
 		snap := g.Snapshot()
 		t.Logf("%d starts in 2 minutes under a hostile peer (%+v)", n, snap)
-		// Its refusals come faster than any paced fleet makes starts: found out, it is dropped,
-		// and the gate runs at its callers' pace (one start per 10ms handshake).
-		if snap.PeersDoubted != 1 || snap.Peers != 0 {
-			t.Errorf("peers doubted %d, peers counted %d; want the hostile peer found out (1) and no longer counted", snap.PeersDoubted, snap.Peers)
+		// Found out (its hold ended by an accepted probe, or its outcomes faster than any paced
+		// fleet starts upgrades), it no longer holds the gate back: the gate runs at about its
+		// callers' pace (one start per 10ms handshake).
+		if snap.PeersDoubted+snap.HoldsContradicted == 0 {
+			t.Errorf("peers doubted %d, holds contradicted %d; want the hostile peer found out", snap.PeersDoubted, snap.HoldsContradicted)
 		}
 		if n < 10000 {
 			t.Errorf("%d starts in 2 minutes, want at least 10,000 of the 12,000 the handshake allows", n)

@@ -163,7 +163,7 @@ func newGateSeries() gateSeries {
 		peers:      newDesc("gate_peers", "Gates of other workers sharing this gate's upgrade limit (CODEXPOOL_GATE_SCOPE) heard recently."),
 		fleet:      newDesc("gate_fleet_accepted_per_second", "Upgrades accepted per second in the last second, here and at the peers."),
 		closed:     newDesc("gate_closed", "1 while the gate sees a closed origin (upgrades refused, none accepted)."),
-		signals:    newDesc("gate_signals_total", "Gate-state messages from peers by fate: applied, or dropped as invalid, stale, flooded or from an unknown peer.", "result"),
+		signals:    newDesc("gate_signals_total", "Gate-state messages from peers by fate: applied, or dropped as invalid, stale, flooded, from an unknown peer or from one found out (doubted).", "result"),
 	}
 }
 
@@ -180,7 +180,7 @@ func (s gateSeries) collect(e emit, g gate.Snapshot) {
 	e.gauge(s.fleet, g.FleetAccepted)
 	e.gauge(s.closed, b(g.Closed))
 	for result, n := range map[string]int64{"applied": g.SignalsApplied, "invalid": g.SignalsInvalid,
-		"stale": g.SignalsStale, "flooded": g.SignalsFlooded, "unknown": g.SignalsUnknown} {
+		"stale": g.SignalsStale, "flooded": g.SignalsFlooded, "unknown": g.SignalsUnknown, "doubted": g.SignalsDoubted} {
 		e.counter(s.signals, float64(n), result)
 	}
 }

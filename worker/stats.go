@@ -158,6 +158,11 @@ type GateSignals struct {
 	Stale   int64 `json:"stale"`
 	Flooded int64 `json:"flooded"`
 	Unknown int64 `json:"unknown"`
+	Doubted int64 `json:"doubted"`
+	// PeersDoubted counts peers found out (claims that did not add up), HoldsContradicted the
+	// peers' Retry-After holds that an accepted probe ended (see docs/gate-design.md).
+	PeersDoubted      int64 `json:"peers_doubted"`
+	HoldsContradicted int64 `json:"holds_contradicted"`
 }
 
 // StatsData returns the worker's gate and upstream state for the service's stats: gate and
@@ -194,7 +199,8 @@ func gateData(s gate.Snapshot) GateData {
 		Window: s.Window, InFlight: s.InFlight, Queued: s.Queued,
 		Closed: s.Closed, Epoch: s.Epoch, Peers: s.Peers, FleetAccepted: s.FleetAccepted,
 		Signals: GateSignals{Applied: s.SignalsApplied, Invalid: s.SignalsInvalid,
-			Stale: s.SignalsStale, Flooded: s.SignalsFlooded, Unknown: s.SignalsUnknown},
+			Stale: s.SignalsStale, Flooded: s.SignalsFlooded, Unknown: s.SignalsUnknown,
+			Doubted: s.SignalsDoubted, PeersDoubted: s.PeersDoubted, HoldsContradicted: s.HoldsContradicted},
 	}
 }
 
@@ -246,6 +252,9 @@ func (w *Worker) GateSnapshot() gate.Snapshot {
 		t.SignalsStale += s.SignalsStale
 		t.SignalsFlooded += s.SignalsFlooded
 		t.SignalsUnknown += s.SignalsUnknown
+		t.SignalsDoubted += s.SignalsDoubted
+		t.PeersDoubted += s.PeersDoubted
+		t.HoldsContradicted += s.HoldsContradicted
 	}
 	return t
 }

@@ -43,7 +43,7 @@ func TestStatsDataFieldNames(t *testing.T) {
 	}{
 		{"top level", data, "accounts gate upstream"},
 		{"gate", data["gate"], gateKeys},
-		{"gate signals", data["gate"].(map[string]any)["signals"], "applied flooded invalid stale unknown"},
+		{"gate signals", data["gate"].(map[string]any)["signals"], "applied doubted flooded holds_contradicted invalid peers_doubted stale unknown"},
 		{"account cooling down", cooling, accountKeys + " cooldown_left_ms cooldown_reason cooldown_until"},
 		{"account not cooling down", idle, accountKeys},
 		{"account gate", idle["gate"], gateKeys},
