@@ -31,6 +31,7 @@ type adaptive struct {
 	busyAt   time.Time // when the last caller came to an idle gate (nothing queued or in flight)
 	slot     phaseSlot // the next start's slot after the fleet's first reaction (see rephase)
 	announce bool      // a start to tell the peers of in the next signal (the fleet is paced)
+	retries  int       // callers in the queue that were refused already
 
 	acceptedTotal, rejectedTotal uint64 // outcomes reported (first reports only)
 
@@ -52,6 +53,19 @@ func (a *adaptive) ownSpacing(now time.Time) time.Duration {
 		return a.spacing
 	}
 	return max(min(time.Duration(float64(a.spacing)/sh), a.cfg.widest()), a.spacing)
+}
+
+// retryWeight is how many callers a caller that was refused already counts as in its gate's
+// demand. The fleet's pace gives each gate a share by demand; at 32 gates that is a start every
+// 32 spacings or so, and a refused request, retrying in its gate's line, would wait one such turn
+// after another and run out of its ForbiddenBudget (10 s): a 403 its client sees. Counted 8 times
+// over, it takes its gate's next turns sooner, from the other gates' plain callers.
+const retryWeight = 8
+
+// demand is this gate's demand as its share counts it: callers queued, a refused one retryWeight
+// times, plus upgrades in flight.
+func (a *adaptive) demand() int {
+	return len(a.queue) + (retryWeight-1)*a.retries + a.window.inflight
 }
 
 // earliest is the first time the rate allows the next start.
@@ -142,7 +156,7 @@ func (a *adaptive) limit(now time.Time) int {
 	if a.f == nil || a.window.size <= 1 && a.spacing > 0 || a.livePeers(now) == 0 {
 		return a.window.size
 	}
-	self := max(len(a.queue)+a.window.inflight, 1)
+	self := max(a.demand(), 1)
 	if n := a.window.size * self / (self + a.f.peerDemand1); n >= 1 || a.spacing > 0 {
 		return max(n, 1)
 	}

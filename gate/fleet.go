@@ -139,7 +139,7 @@ func (a *adaptive) share(now time.Time) float64 {
 	if a.livePeers(now) == 0 {
 		return 1
 	}
-	self := max(len(a.queue)+a.window.inflight, 1)
+	self := max(a.demand(), 1)
 	// At least half an equal share: a peer that claims the most demand a signal can carry
 	// takes at most the rest, and cannot space this gate's starts Max apart (and so keep it
 	// from the acceptances that tell it the origin is open).
@@ -258,7 +258,7 @@ func (a *adaptive) nextSignal(now time.Time) (Signal, bool) {
 		return Signal{}, false
 	}
 	a.expire(now)
-	f.sentDemand = len(a.queue) + a.window.inflight
+	f.sentDemand = a.demand()
 	started := a.announce
 	a.announce = false
 	f.echo.sent(seq, now)
@@ -269,7 +269,7 @@ func (a *adaptive) nextSignal(now time.Time) (Signal, bool) {
 		Accepted:   a.acceptedTotal,
 		Rejected:   a.rejectedTotal,
 		Recent:     min(a.accepted.sum(now, a.cfg.RateWindow), maxSignalRecent),
-		Demand:     min(len(a.queue)+a.window.inflight, maxSignalDemand),
+		Demand:     min(a.demand(), maxSignalDemand),
 		Spacing:    min(a.proposal, maxSignalDuration),
 		RetryAfter: min(max(a.holds.retry.Sub(now), 0), maxSignalDuration),
 		Wait:       min(a.estimate(now), maxSignalDuration),

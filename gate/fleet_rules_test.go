@@ -449,3 +449,65 @@ func TestNextSignalBudget(t *testing.T) {
 		}
 	})
 }
+
+// TestRetryTakesTheGatesTurnsSooner checks that a refused caller, retrying, counts retryWeight
+// times in its gate's demand: among 32 gates with a caller each, its gate's share of the fleet's
+// pace is 8/39, not 1/32, so it starts again after about 5 fleet spacings instead of 32 (at 32
+// workers: well within its 10 s budget instead of a 403 its client sees).
+func TestRetryTakesTheGatesTurnsSooner(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		retry bool
+		share float64
+	}{
+		{name: "plain caller", retry: false, share: 1.0 / 32},
+		{name: "retry", retry: true, share: float64(retryWeight) / float64(retryWeight+31)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				g := New(Config{})
+				peers := make([]*fakePeer, 31) // 31 other gates, a caller each
+				for i := range peers {
+					peers[i] = newFakePeer(uint64(100 + i))
+				}
+				signal := func() {
+					for _, p := range peers {
+						g.Observe(p.next(func(s *Signal) { s.Demand = 1 }))
+					}
+				}
+				for range 4 {
+					signal()
+					time.Sleep(interval / 2)
+				}
+				if n := g.Snapshot().Peers; n != 31 {
+					t.Fatalf("%d peers trusted, want 31", n)
+				}
+				ctx, cancel := context.WithCancel(t.Context())
+				done := make(chan struct{})
+				defer func() { cancel(); <-done }()
+				go func() { // the peers stay live
+					defer close(done)
+					for ctx.Err() == nil {
+						time.Sleep(interval)
+						signal()
+					}
+				}()
+				succeed(t, g, 10)
+				reject(t, g, 1) // paced, by what the fleet accepted in the last second
+				spacing := g.Snapshot().Spacing
+				t0 := time.Now()
+				pm, err := g.wait(t.Context(), request{arrival: t0, retry: tt.retry})
+				if err != nil {
+					t.Fatal(err)
+				}
+				waited := time.Since(t0)
+				pm.Succeeded()
+				own := min(time.Duration(float64(spacing)/tt.share), DefaultMax) // at most the widest spacing
+				t.Logf("%s: the fleet's spacing %v, waited %v (own spacing %v)", tt.name, spacing, waited, own)
+				if waited > own+interval || waited < own-2*spacing {
+					t.Errorf("%s waited %v after the refusal; want about its own spacing %v (a share of %.3f of the fleet's %v)", tt.name, waited, own, tt.share, spacing)
+				}
+			})
+		})
+	}
+}

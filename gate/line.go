@@ -15,6 +15,7 @@ type waiter struct {
 	arrival time.Time
 	wake    chan struct{} // buffered(1): "something changed, look again"
 	probe   bool          // the closed origin's prober
+	retry   bool          // refused already (see adaptive.demand)
 }
 
 // insert puts w in its place by arrival; retry: before the equal arrivals.

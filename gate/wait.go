@@ -30,8 +30,11 @@ func (a *adaptive) wait(ctx context.Context, now time.Time, r request) (grant, e
 			return gr, nil
 		}
 	}
-	w := &waiter{arrival: r.arrival, wake: make(chan struct{}, 1), probe: probe}
+	w := &waiter{arrival: r.arrival, wake: make(chan struct{}, 1), probe: probe, retry: r.retry}
 	a.queue.insert(w, r.retry)
+	if r.retry {
+		a.retries++
+	}
 	began := now
 	for {
 		if err := a.refusal(w, r, now); err != nil {
@@ -73,7 +76,7 @@ func (a *adaptive) arrive(now time.Time) {
 		// changes their shares: they should hear of it before they start their next upgrades.
 		// So does the first caller of a gate whose last signal said idle: a burst over many gates
 		// gives most of them one caller each.
-		if d := len(a.queue) + a.window.inflight + 1; d >= 2*f.sentDemand {
+		if d := a.demand() + 1; d >= 2*f.sentDemand {
 			a.notify()
 		}
 	}
@@ -100,6 +103,9 @@ func (a *adaptive) grantHead(w *waiter, now time.Time) (grant, bool) {
 		return grant{}, false
 	}
 	a.queue.popHead()
+	if w.retry {
+		a.retries--
+	}
 	if w.probe && a.origin.closed {
 		a.origin.probeGranted(gr.id, now)
 	}
@@ -144,6 +150,9 @@ func awaitWake(ctx context.Context, wake <-chan struct{}, d time.Duration) {
 // leave takes w out of the queue without a start.
 func (a *adaptive) leave(w *waiter) {
 	head := a.queue.remove(w)
+	if w.retry {
+		a.retries--
+	}
 	if w.probe {
 		a.origin.left()
 	}

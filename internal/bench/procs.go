@@ -130,11 +130,16 @@ func countServing(ctx context.Context, nc *nats.Conn, subject string) int {
 	return n
 }
 
-// gateWait sums the time the workers serving subject spent waiting in their gates, from the
-// gate section of their stats data.
-func gateWait(ctx context.Context, nc *nats.Conn, subject string) time.Duration {
+// gateTotals is what the workers' gates report, summed over the workers.
+type gateTotals struct {
+	waited                          time.Duration // time callers spent waiting
+	peersDoubted, holdsContradicted int64         // peers found out; an honest fleet has none
+}
+
+// gateStats sums the gate sections of the stats data of the workers serving subject.
+func gateStats(ctx context.Context, nc *nats.Conn, subject string) gateTotals {
 	stats, _ := client.Stats(ctx, nc, 200*time.Millisecond)
-	var total time.Duration
+	var total gateTotals
 	for _, st := range stats {
 		for _, ep := range st.Endpoints {
 			if ep.Subject != subject {
@@ -143,10 +148,16 @@ func gateWait(ctx context.Context, nc *nats.Conn, subject string) time.Duration 
 			var d struct {
 				Gate struct {
 					WaitedMS int64 `json:"waited_ms"`
+					Signals  struct {
+						PeersDoubted      int64 `json:"peers_doubted"`
+						HoldsContradicted int64 `json:"holds_contradicted"`
+					} `json:"signals"`
 				} `json:"gate"`
 			}
 			if json.Unmarshal(ep.Data, &d) == nil {
-				total += time.Duration(d.Gate.WaitedMS) * time.Millisecond
+				total.waited += time.Duration(d.Gate.WaitedMS) * time.Millisecond
+				total.peersDoubted += d.Gate.Signals.PeersDoubted
+				total.holdsContradicted += d.Gate.Signals.HoldsContradicted
 			}
 		}
 	}

@@ -76,32 +76,36 @@ type Config struct {
 
 // Result is one row of the result table (and one object of --json).
 type Result struct {
-	Mode          string         `json:"mode"`
-	Workers       int            `json:"workers"`
-	Concurrency   int            `json:"concurrency"`
-	Requests      int            `json:"requests"`
-	OK            int            `json:"ok"`
-	Failed        int            `json:"failed"`
-	WallSeconds   float64        `json:"wall_s"`
-	ReqPerSec     float64        `json:"req_per_s"`
-	P50ms         float64        `json:"p50_ms"`
-	P95ms         float64        `json:"p95_ms"`
-	P99ms         float64        `json:"p99_ms"`
-	Upgrades      int64          `json:"upgrades_accepted"`
-	Rejected      int64          `json:"upgrades_rejected"`
-	Rejected403   int64          `json:"rejected_403"`
-	Reused        int64          `json:"sockets_reused"`
-	GateWaitMS    int64          `json:"gate_wait_ms"`
-	PeakRSSMB     float64        `json:"peak_worker_rss_mb"`
-	RSSPerFlightK float64        `json:"rss_per_inflight_kb"`
-	Errors        map[string]int `json:"errors,omitempty"`
-	Rate          float64        `json:"rate,omitempty"` // open-loop arrivals per second (--duration runs)
-	Accounts      int            `json:"accounts,omitempty"`
-	Timeline      []Tick         `json:"timeline,omitempty"`
-	Jobs          *JobsResult    `json:"jobs,omitempty"`            // a durable-jobs scenario's own figures
-	FloodSent     int64          `json:"gate_flood_sent,omitempty"` // bogus gate messages published during the load
-	Hosts         int            `json:"hosts,omitempty"`           // simulated hosts the workers ran on (--hosts)
-	HostDelayMS   float64        `json:"host_delay_ms,omitempty"`   // their one-way delay from NATS and the origin
+	Mode        string  `json:"mode"`
+	Workers     int     `json:"workers"`
+	Concurrency int     `json:"concurrency"`
+	Requests    int     `json:"requests"`
+	OK          int     `json:"ok"`
+	Failed      int     `json:"failed"`
+	WallSeconds float64 `json:"wall_s"`
+	ReqPerSec   float64 `json:"req_per_s"`
+	P50ms       float64 `json:"p50_ms"`
+	P95ms       float64 `json:"p95_ms"`
+	P99ms       float64 `json:"p99_ms"`
+	Upgrades    int64   `json:"upgrades_accepted"`
+	Rejected    int64   `json:"upgrades_rejected"`
+	Rejected403 int64   `json:"rejected_403"`
+	Reused      int64   `json:"sockets_reused"`
+	GateWaitMS  int64   `json:"gate_wait_ms"`
+	// PeersDoubted and HoldsContradicted sum what the workers' gates found out about their
+	// peers (docs/gate-design.md): an honest fleet has 0 of each.
+	PeersDoubted      int64          `json:"gate_peers_doubted,omitempty"`
+	HoldsContradicted int64          `json:"gate_holds_contradicted,omitempty"`
+	PeakRSSMB         float64        `json:"peak_worker_rss_mb"`
+	RSSPerFlightK     float64        `json:"rss_per_inflight_kb"`
+	Errors            map[string]int `json:"errors,omitempty"`
+	Rate              float64        `json:"rate,omitempty"` // open-loop arrivals per second (--duration runs)
+	Accounts          int            `json:"accounts,omitempty"`
+	Timeline          []Tick         `json:"timeline,omitempty"`
+	Jobs              *JobsResult    `json:"jobs,omitempty"`            // a durable-jobs scenario's own figures
+	FloodSent         int64          `json:"gate_flood_sent,omitempty"` // bogus gate messages published during the load
+	Hosts             int            `json:"hosts,omitempty"`           // simulated hosts the workers ran on (--hosts)
+	HostDelayMS       float64        `json:"host_delay_ms,omitempty"`   // their one-way delay from NATS and the origin
 }
 
 // Run runs every scenario of cfg and returns one Result per scenario (and per concurrency for
@@ -377,6 +381,10 @@ func PrintTable(w io.Writer, results []Result) {
 		}
 		if r.Rate > 0 {
 			fmt.Fprintf(w, "  %s: open loop at %.1f req/s\n", r.Mode, r.Rate)
+		}
+		if r.PeersDoubted+r.HoldsContradicted > 0 {
+			fmt.Fprintf(w, "  %s c=%d: the gates found out %d peers and ended %d peers' holds by a probe (an honest fleet: none)\n",
+				r.Mode, r.Concurrency, r.PeersDoubted, r.HoldsContradicted)
 		}
 		for k, n := range r.Errors {
 			fmt.Fprintf(w, "  %s c=%d: %d × %s\n", r.Mode, r.Concurrency, n, k)

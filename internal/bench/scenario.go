@@ -104,7 +104,9 @@ func (p *pool) stop() { stopWorkers(p.procs) }
 func (p *pool) originFigures(ctx context.Context, res *Result) {
 	st := p.rig.srv.Stats()
 	res.Upgrades, res.Rejected, res.Rejected403, res.Reused = st.UpgradesAccepted, st.UpgradesRejected, st.Rejected403, st.ReusedResponses
-	res.GateWaitMS = gateWait(ctx, p.rig.nc, p.subject).Milliseconds()
+	gs := gateStats(ctx, p.rig.nc, p.subject)
+	res.GateWaitMS = gs.waited.Milliseconds()
+	res.PeersDoubted, res.HoldsContradicted = gs.peersDoubted, gs.holdsContradicted
 }
 
 // scenarioTotal is the requests of a closed-loop scenario at conc.
