@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/codexpool/codexpool/queue"
@@ -58,6 +60,18 @@ func TestE2EAccountMaxConcurrent(t *testing.T) {
 		workers[id].waitExit(t, 10*time.Second)
 	}
 	killed := time.Now()
+	// The request must go to the worker left, not to a dead one's subscription that the server
+	// has not dropped yet (a request nobody answers): wait until the server says no one serves
+	// the killed workers' own subjects.
+	waitFor(t, 10*time.Second, "the server to drop the killed workers' subscriptions", func() bool {
+		for _, id := range owners {
+			_, err := c.nc.Request(schemas.WorkerSubject("codex.generate", id), nil, time.Second)
+			if !errors.Is(err, nats.ErrNoResponders) {
+				return false
+			}
+		}
+		return true
+	})
 	reply, err := c.client.Generate(ctxT(t, 30*time.Second), request("after the kill", nil), nil)
 	took := time.Since(killed)
 	if err != nil {
