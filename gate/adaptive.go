@@ -171,7 +171,10 @@ func (a *adaptive) limit(now time.Time) int {
 // listens).
 func (a *adaptive) rank(now time.Time) int {
 	var doubt time.Time // peers not heard from since then count as busy
-	if now.Sub(a.busyAt) < a.listen() {
+	if since := now.Sub(a.busyAt); since < a.listen() || a.demand() >= 2 && since < a.cfg.ReportInterval {
+		// Two callers or more at once: most likely a burst over the fleet, whose news may
+		// take longer than the echo (processes waiting for a core): until each peer is heard
+		// from (they signal every interval), it counts as busy.
 		doubt = a.busyAt
 	}
 	return a.f.busyBetween(0, a.f.id, now, a.cfg.ReportInterval, doubt)

@@ -511,3 +511,63 @@ func TestRetryTakesTheGatesTurnsSooner(t *testing.T) {
 		})
 	}
 }
+
+// TestBurstDoubtsPeersUntilHeard checks the first starts of a burst whose news comes late: three
+// peers below this gate in id order, idle when last heard, get callers at the same moment as it,
+// and their signals saying so arrive 20 ms later (processes waiting for a core take that long).
+// With one caller the gate listens for 10 ms and starts (a lone request is not held); with two
+// or more (most likely a burst over the fleet) it counts each peer as busy until heard from, and
+// so leaves the fleet's first window (2) to the gates before it: before, it started at 10 ms,
+// beside them, and the origin refused the excess.
+func TestBurstDoubtsPeersUntilHeard(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		callers int
+		first   time.Duration // the gate's first start, at the earliest
+		before  time.Duration // ...and at the latest
+	}{
+		{name: "one caller", callers: 1, first: interval / 10, before: interval / 10},
+		{name: "a burst", callers: 2, first: 20 * time.Millisecond, before: DefaultMax},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				g := New(Config{})
+				peers := []*fakePeer{newFakePeer(1), newFakePeer(2), newFakePeer(3)}
+				signal := func(demand int) {
+					for _, p := range peers {
+						g.Observe(p.next(func(s *Signal) { s.Demand = demand }))
+					}
+				}
+				for range 4 {
+					signal(0)
+					time.Sleep(interval / 2)
+				}
+				if n := g.Snapshot().Peers; n != 3 {
+					t.Fatalf("%d peers, want 3", n)
+				}
+				t0 := time.Now()
+				starts := make(chan time.Duration, tt.callers)
+				for range tt.callers {
+					go func() {
+						pm, err := g.Wait(t.Context())
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						starts <- time.Since(t0)
+						pm.Succeeded()
+					}()
+				}
+				time.Sleep(20 * time.Millisecond)
+				signal(1) // the peers' news of their callers, late
+				first := <-starts
+				if first < tt.first || first > tt.before {
+					t.Errorf("%s: first start at %v, want within [%v, %v]", tt.name, first, tt.first, tt.before)
+				}
+				for range tt.callers - 1 {
+					<-starts
+				}
+			})
+		})
+	}
+}
