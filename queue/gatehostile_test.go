@@ -29,8 +29,9 @@ import (
 //
 // What it asserts: no honest caller is ever answered ErrClosed (before, the stalling liar closed
 // both honest gates within 2 s), the reference gets at least 9 upgrades/s, every liar leaves the
-// honest gates at least 7/s (before the evidence checks of gate/doubt.go: 1.2/s stalled, 2.4/s
-// rotated) and the rushing one at most a quarter of their attempts refused (before: 50-60 %);
+// honest gates at least 7/s (before the evidence checks of gate/doubt.go: 1.2/s stalled, 2.2/s
+// stalled slowly or rotated) and the rushing one at most a quarter of their attempts refused
+// (before: 49-60 %);
 // the stalling liar is found out by both gates and the slow one's holds are ended by a probe.
 func TestGateLiarOverNATS(t *testing.T) {
 	slow := func(s *gate.Signal) {
