@@ -27,3 +27,16 @@ if ! ip netns add "$ns" 2>"$work/netns.err"; then
 fi
 made_ns=1
 ip netns exec "$ns" ip link set lo up
+
+# require_passed OUT NAME...: fails unless the verbose test output OUT shows every test NAME
+# passed. A test that skipped, or a -test.run that matched nothing, exits 0: here it fails.
+require_passed() {
+	local out=$1 name
+	shift
+	for name in "$@"; do
+		grep -q "^--- PASS: $name " "$out" || {
+			echo "FAIL: $name did not run and pass (skipped, or not found)" >&2
+			exit 1
+		}
+	done
+}
