@@ -28,6 +28,7 @@ type adaptive struct {
 	f        *fleet        // the peers; nil in process scope
 
 	last     time.Time // the last start
+	due      ownDue    // the next start by this gate's own pace, in a fleet
 	busyAt   time.Time // when the last caller came to an idle gate (nothing queued or in flight)
 	slot     phaseSlot // the next start's slot after the fleet's first reaction (see rephase)
 	announce bool      // a start to tell the peers of in the next signal (the fleet is paced)
@@ -73,7 +74,11 @@ func (a *adaptive) earliest(now time.Time) time.Time {
 	t := a.holds.own
 	own := a.ownSpacing(now)
 	if !a.last.IsZero() {
-		t = later(t, a.last.Add(own))
+		next := a.last.Add(own)
+		if a.f != nil {
+			next = a.due.next(now, a.last, own)
+		}
+		t = later(t, next)
 	}
 	if f := a.f; f != nil {
 		t = later(t, a.peerHold(now))
@@ -149,9 +154,8 @@ func earlier(a, b time.Time) time.Time {
 // order, so that a fleet in slow start has about a window in flight rather than one upgrade per
 // gate. A burst reaches every gate at once, before any has heard of the others' callers: for its
 // first ReportInterval/10 after it became busy, a gate counts the peers that it has not
-// heard from since as busy too. A gate left out still gets a start after a ReportInterval
-// without one (or since it became busy), so peers can delay its starts but never stop them. It is
-// 0 only in that case.
+// heard from since as busy too. A gate left out still gets a start (see leftOutUntil), so peers
+// can delay its starts but never stop them. It is 0 only in that case.
 func (a *adaptive) limit(now time.Time) int {
 	if a.f == nil || a.window.size <= 1 && a.spacing > 0 || a.livePeers(now) == 0 {
 		return a.window.size
@@ -181,14 +185,18 @@ func (a *adaptive) rank(now time.Time) int {
 }
 
 // leftOutUntil is when a gate of this rank, left out of the fleet's window, gets a start anyway:
-// a ReportInterval after its last start (or since it became busy) for every window's worth of
-// busy gates before it, at most the widest spacing. One interval for all, as before, let the
-// gates of a fleet of 32 (or of hosts far from the origin, whose window grows slowly) all start
-// at once an interval into a burst, and most be refused; by rank, the window's growth reaches
-// them first.
+// peerLive ReportIntervals (the silence after which a peer stops counting) after its last start
+// (or since it became busy) for every window's worth of busy gates before it, at most the widest
+// spacing. It is a liveness rule, not a pace: an honest fleet brings a left-out gate in sooner,
+// by the window's growth or by its first reaction (paced, every gate gets its share). One
+// interval for all let the gates of a fleet of 32 (or of hosts far from the origin, whose window
+// grows slowly) all start at once an interval into a burst, and most be refused; one interval
+// per window's worth, on hosts 25 ms from the origin, still started the left-out gates one and
+// two intervals in, beside the second round of slow start, before the fleet's first reaction
+// (at about 300 ms): about 2 refusals a burst (docs/gate-design.md).
 func (a *adaptive) leftOutUntil(rank int) time.Time {
 	rounds := max(rank/max(a.window.size, 1), 1)
-	return later(a.last, a.busyAt).Add(min(time.Duration(rounds)*a.cfg.ReportInterval, a.cfg.widest()))
+	return later(a.last, a.busyAt).Add(min(time.Duration(rounds*peerLive)*a.cfg.ReportInterval, a.cfg.widest()))
 }
 
 // tryGrant grants a start at now if the window and the spacing allow it.
@@ -200,6 +208,7 @@ func (a *adaptive) tryGrant(now time.Time) (grant, bool) {
 		a.origin.confirmedAt = now
 	}
 	a.last = now
+	a.due.started(now, a.ownSpacing(now))
 	a.slot.on = false
 	if a.spacing > 0 && a.f != nil && a.f.live > 0 {
 		// Paced, the peers count this start in the fleet's pace: they should hear of it now,

@@ -58,13 +58,13 @@ func TestLeftOutUntilByRank(t *testing.T) {
 		{"within the first window's worth", 2, 2, 1},
 		{"the next window's worth", 2, 4, 2},
 		{"far down a fleet of 32", 2, 30, 15},
-		{"capped at the widest spacing", 1, 200, 80},
+		{"capped at the widest spacing", 1, 200, 200},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			a.window.size = tt.window
 			got := a.leftOutUntil(tt.rank).Sub(t0)
-			want := min(time.Duration(tt.wantRounds)*a.cfg.ReportInterval, a.cfg.widest())
+			want := min(time.Duration(tt.wantRounds*peerLive)*a.cfg.ReportInterval, a.cfg.widest())
 			if got != want {
 				t.Errorf("rank %d, window %d: left out until +%v, want +%v", tt.rank, tt.window, got, want)
 			}

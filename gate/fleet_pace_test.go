@@ -167,8 +167,9 @@ func TestFleetBurstListens(t *testing.T) {
 		// Three peers with lower ids, last heard idle: for 10ms they may be busy with the same
 		// burst, and with a window of 2 this gate (rank 3) waits; then it knows they are idle.
 		{"idle peers: after listening", 3, 0, interval / 10},
-		// Busy peers with lower ids take the window's two slots: a start after an interval.
-		{"busy peers: its turn", 3, 2, interval},
+		// Busy peers with lower ids take the window's two slots, and stay busy: left out, it
+		// gets a start after peerLive intervals (the silence after which a peer stops counting).
+		{"busy peers: left out", 3, 2, peerLive * interval},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -184,7 +185,9 @@ func TestFleetBurstListens(t *testing.T) {
 				for _, p := range peers {
 					g.Observe(p.next(func(s *Signal) { s.Demand = tt.demand }))
 				}
-				time.Sleep(time.Millisecond) // the burst comes after their news
+				time.Sleep(time.Millisecond)        // the burst comes after their news
+				stop := keepAlive(g, nil, peers...) // live (and as busy) all along
+				defer stop()
 				t0 := time.Now()
 				if _, at := take(t, g, t0); at != tt.want {
 					t.Errorf("the first start of a burst at %v, want %v", at, tt.want)
@@ -331,4 +334,59 @@ func TestFleetTurnsAfterAStart(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A share that grows shortens only what is left of a gate's wait, in proportion: the gates of a
+// fleet hear of it together, and counted from each one's last start the new spacing would let
+// every gate whose last start is a new spacing ago start at once.
+func TestFleetShareGrowthKeepsThePhase(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := New(Config{})
+		peers := []*fakePeer{newFakePeer(1), newFakePeer(2), newFakePeer(3)}
+		for _, p := range peers {
+			trust(t, g, p)
+		}
+		demand := 1
+		alive := func() { // the peers stay live (signalled from this goroutine only)
+			for _, p := range peers {
+				g.Observe(p.next(func(s *Signal) { s.Demand, s.Started = demand, false }))
+			}
+		}
+		reject(t, g, 1) // paced: 1s for the fleet
+		for range 50 {
+			time.Sleep(interval)
+			alive()
+		}
+		pm, err := g.Wait(t.Context())
+		if err != nil {
+			t.Fatalf("Wait: %v", err)
+		}
+		first := time.Now()
+		pm.Succeeded()
+		started := make(chan time.Time)
+		go func() { // queued from now on: a share of 1/4, 4s apart
+			pm, err := g.Wait(t.Context())
+			if err != nil {
+				t.Errorf("Wait: %v", err)
+			}
+			started <- time.Now()
+			pm.Succeeded()
+		}()
+		var at time.Time
+		for wait := true; wait; {
+			select {
+			case at = <-started:
+				wait = false
+			case <-time.After(interval):
+				if time.Since(first) >= 3*time.Second {
+					demand = 0 // the peers are done: the whole spacing is this gate's, 1s
+				}
+				alive()
+			}
+		}
+		// 3s of the 4s waited, the last second shrinks to a quarter of it.
+		if got, want := at.Sub(first), 3*time.Second+250*time.Millisecond; got != want {
+			t.Errorf("second start %v after the first, want %v (3s at a share of 1/4, the last 1s at 1/1)", got, want)
+		}
+	})
 }

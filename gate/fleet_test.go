@@ -180,6 +180,7 @@ type fleetOpts struct {
 	deadline  time.Duration // per request; default 2m
 	closed    bool          // the origin refuses every upgrade
 	away      time.Duration // one-way delay of every gate from NATS and the origin (other hosts): the bus takes 2·away, requests and handshakes away more each way
+	tcp       bool          // a handshake takes a round trip of away more before the upgrade request (TCP's, as in the bench)
 	cfg       Config
 	observeOf func(gates []*Gate) // called at the end, before the bus stops
 }
@@ -255,6 +256,9 @@ func runFleet(n int, arrivals []time.Duration, o fleetOpts) fleetResult {
 		origin = newBucketOrigin(0, 0)
 	}
 	origin.slow, origin.away = !o.ideal, o.away
+	if o.tcp {
+		origin.trips = 1
+	}
 	var rmu sync.Mutex
 	pick := func() int { rmu.Lock(); defer rmu.Unlock(); return rnd.IntN(n) }
 	t0 := time.Now()

@@ -118,3 +118,32 @@ func (c *Config) widest() time.Duration { return max(c.Max, c.Floor) }
 func (c *Config) clampSpacing(s time.Duration) time.Duration {
 	return max(min(s, c.Max), c.Floor)
 }
+
+// ownDue is when a gate's own pace allows its next start in a fleet: an own spacing (the fleet's
+// spacing over its share) after its last start. The share moves with the news of the peers'
+// demand, and the spacing with the relaxations the gates adopt together, so an own spacing
+// shrinks at every gate of a fleet at about the same moment; counted from each one's last start,
+// the shorter one releases at once every gate whose last start is that long ago, together, and
+// the origin refuses all but the first. So a shrinking own spacing shortens only what is left of
+// the wait, in proportion, and each gate keeps its place in the fleet's round; a growing one
+// counts from the last start (a reaction must not wait for the round to end).
+type ownDue struct {
+	at  time.Time     // the next start by the own pace
+	own time.Duration // the own spacing it was set with
+}
+
+// started sets the next start after a start at now with the own spacing own.
+func (d *ownDue) started(now time.Time, own time.Duration) { d.at, d.own = now.Add(own), own }
+
+// next is the next start at now, with the own spacing own and the last start last.
+func (d *ownDue) next(now, last time.Time, own time.Duration) time.Time {
+	switch {
+	case own > d.own:
+		d.at = last.Add(own)
+	case own < d.own && d.at.After(now):
+		left := float64(d.at.Sub(now)) * float64(own) / float64(d.own)
+		d.at = now.Add(time.Duration(left))
+	}
+	d.own = own
+	return d.at
+}
