@@ -69,7 +69,9 @@ func (a *adaptive) demand() int {
 	return len(a.queue) + (retryWeight-1)*a.retries + a.window.inflight
 }
 
-// earliest is the first time the rate allows the next start.
+// earliest is the first time the rate allows the next start. In a fleet it also moves the own
+// pace's due time as the own spacing changes (see ownDue), so every reading of it, by a wait or an
+// Estimate, keeps that time current.
 func (a *adaptive) earliest(now time.Time) time.Time {
 	t := a.holds.own
 	own := a.ownSpacing(now)
