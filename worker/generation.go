@@ -77,6 +77,8 @@ type attempt struct {
 	events    int
 	firstType string
 	held      []byte // a leading error event, held back while the request may still move
+	refusal   string // the origin refused the account: "limits" or "credentials" (see Worker.refused); "" if not
+	started   bool   // the router knows the try as started (its first event was an answer)
 }
 
 // onlyRefusal reports whether the try saw nothing the caller must see: no event, or just the
@@ -190,12 +192,18 @@ func (g *generation) run(ctx context.Context, a *account) error {
 		schemas.NoteAccount(ctx, a.name)
 	}
 	res, err := g.upstream(ctx, a)
+	if err != nil {
+		// Before the account frees up (its slot, started, finish): a generation held for it,
+		// woken then, must find it cooling down, not on a last call or final stretch with
+		// nothing running.
+		g.try.refusal = g.w.refused(a, err)
+	}
 	if g.unlease != nil {
 		g.unlease()
 		g.unlease = nil
 	}
-	if g.try.events == 0 {
-		g.w.router.started(a, false) // it never got that far
+	if !g.try.started {
+		g.w.router.started(a, false) // no answer: no event, or a leading error
 	}
 	g.res = res
 	if res != nil {
@@ -220,7 +228,13 @@ func (g *generation) onEvent(ev codex.Event) error {
 	g.try.events++
 	if g.try.events == 1 {
 		g.try.firstType = ev.Type
-		g.w.router.started(g.account(), ev.Type != "error")
+	}
+	if !g.try.started && (ev.Type != "error" || g.try.events > 1) {
+		// An answer (an event after a leading error too): the account is no longer starting. A
+		// lone leading error is most likely a refusal, which run records before the account
+		// counts as started.
+		g.try.started = true
+		g.w.router.started(g.account(), true)
 	}
 	if g.emit == nil {
 		return nil
@@ -232,11 +246,11 @@ func (g *generation) onEvent(ev codex.Event) error {
 	return g.emit(ev.Data)
 }
 
-// moveOn classifies err, the refusal of a (which cools down), and reports whether the generation
-// moves on to the next account: when the policy moves requests, the origin refused a for its
-// limits or credentials, and the caller has seen nothing of it.
+// moveOn reports whether the generation moves on from a, whose try ended in err, to the next
+// account: when the policy moves requests, the origin refused a for its limits or credentials
+// (run cooled it down), and the caller has seen nothing of it.
 func (g *generation) moveOn(ctx context.Context, a *account, err error) bool {
-	reason := g.w.refused(a, err)
+	reason := g.try.refusal
 	if reason == "" || g.cont || !g.try.onlyRefusal() || !g.w.policy.move || ctx.Err() != nil {
 		return false
 	}

@@ -33,6 +33,10 @@ import (
 //     this one, may have spent a budget of a few generations already, and the next start's
 //     report tells. A report that did not move over completions bounds the step by the
 //     report's resolution (1 percent) over their number.
+//   - When the projection leaves room for less than one generation after the next (the last
+//     two), the account takes one starting generation at a time: each start's report (or
+//     refusal) arrives before the next start, so when other workers spent the rest meanwhile,
+//     one request finds out, not two started together on a report that was already old.
 //   - Until the origin has answered for the account once (a report, or a first event that is
 //     not an error), the account is unknown and takes one starting generation at a time: other
 //     workers may have used it up already, and a burst sent to it would learn that with every
@@ -166,6 +170,7 @@ type availability struct {
 	cooling  bool      // cooling down until coolUntil
 	until    time.Time // the cooldown's end when cooling
 	lastCall bool      // the next generation could reach the ceiling: one at a time
+	final    bool      // the next two could: one starting at a time (lastCall implies it)
 	// headroom is the projected unused share of the tightest window below the ceiling, in
 	// [0, 1]; 1 when nothing is known.
 	headroom float64
@@ -187,6 +192,9 @@ func (s *limitState) available(now time.Time) availability {
 		if projected >= s.ceiling-epsilon || (step > 0 && projected+step > s.ceiling+epsilon) {
 			a.lastCall = true
 		}
+		if step > 0 && projected+2*step > s.ceiling+epsilon {
+			a.final = true
+		}
 		if step == 0 && w.since+s.inflight > 0 {
 			// Generations completed since the report or running, and no step to project them
 			// by: what they use is unknown until the next report (which the next start
@@ -196,7 +204,14 @@ func (s *limitState) available(now time.Time) availability {
 		a.headroom = min(a.headroom, max(0, (s.ceiling-projected)/s.ceiling))
 	}
 	a.lastCall = a.lastCall && !s.recordOnly
+	a.final = (a.final || a.lastCall) && !s.recordOnly
 	return a
+}
+
+// oneStarting reports whether the account takes one starting generation at a time at now: while
+// it is unknown, and on its final stretch (see availability.final).
+func (s *limitState) oneStarting(now time.Time) bool {
+	return s.unknown() || s.available(now).final
 }
 
 // WindowUsage is one usage window of an account as the worker knows it.

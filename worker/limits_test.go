@@ -141,6 +141,42 @@ func TestLastCallCountsInflight(t *testing.T) {
 	}
 }
 
+// TestFinalStretch: an account whose projection leaves two generations (25% each, 50% used)
+// takes them one starting at a time, so that two starts never go out together on one report
+// that another worker's completions have made old; with room for three it takes two at once.
+func TestFinalStretch(t *testing.T) {
+	s := newLimitState(100)
+	reset := t0.Add(time.Hour)
+	s.observe(report(0, reset), t0, time.Minute)
+	s.started()
+	s.finished(true)
+	s.observe(report(25, reset), t0, time.Minute) // one completion added 25%: three left
+	if s.oneStarting(t0) {
+		t.Fatalf("25%% used, 25%% a generation, none running: one starting at a time, want more")
+	}
+	s.started()
+	if av := s.available(t0); av.final || av.lastCall {
+		t.Fatalf("25%% used, one running: got %+v, want neither the final stretch nor the last call", av)
+	}
+	s.started()
+	if av := s.available(t0); !av.final || av.lastCall {
+		t.Fatalf("25%% used, two running: got %+v, want the final stretch, not yet the last call", av)
+	}
+	if !s.oneStarting(t0) {
+		t.Fatalf("on the final stretch: want one starting at a time")
+	}
+	s.finished(true)
+	s.finished(true)
+	s.observe(report(75, reset), t0, time.Minute)
+	if av := s.available(t0); !av.final {
+		t.Fatalf("75%% used, none running: got %+v, want the final stretch", av)
+	}
+	s.started()
+	if av := s.available(t0); !av.final || !av.lastCall {
+		t.Fatalf("75%% used, one running: got %+v, want the last call and the final stretch", av)
+	}
+}
+
 func TestHeadroomIsTheTightestWindow(t *testing.T) {
 	s := newLimitState(50)
 	s.observe(codex.Limits{Windows: []codex.LimitWindow{

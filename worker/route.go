@@ -82,16 +82,16 @@ func (c choice) better(d choice) bool {
 
 // readiness estimates how long a new generation on a would wait to start: 0 with an idle pooled
 // socket (no upgrade) or a gate that grants a permit at once, else the gate's queue times its
-// spacing. take is false while a is unknown (limitState.heard) and a generation is starting on
-// it, and when a already has as many generations starting (committed, no first
-// event yet) as its gate lets upgrade at once: more would only queue in that gate, while another
-// account's gate may free up first. Estimates for ranking only; the gate itself decides.
+// spacing. take is false while a generation is starting on a that is unknown (limitState.heard)
+// or on its final stretch (availability.final), and when a already has as many generations
+// starting (committed, no first event yet) as its gate lets upgrade at once: more would only
+// queue in that gate, while another account's gate may free up first. Estimates for ranking only; the gate itself decides.
 // r.mu is held.
 func (r *router) readiness(a *account, now time.Time) (delay time.Duration, take bool) {
 	if a.maxConcurrent > 0 && (a.leases >= a.maxConcurrent || now.Sub(a.slotsFullAt) < slotRetry) {
 		return 0, false // at its max_concurrent: in this worker, or in the pool a moment ago
 	}
-	if r.holding() && a.lim.unknown() && a.starting > 0 {
+	if r.holding() && a.starting > 0 && a.lim.oneStarting(now) {
 		return 0, false // one generation at a time learns what the origin says of it
 	}
 	if a.codex.Stats().Idle > 0 {
@@ -139,7 +139,8 @@ func (r *router) holding() bool { return len(r.accounts) > 1 }
 //     run a generation.
 //  2. An account at its MaxConcurrent (the slots this worker holds, or all of the pool's a
 //     moment ago) takes nothing for now. With several accounts, one the origin has not answered for yet (it may be used up by
-//     other workers) takes one starting generation at a time, and one whose gate already has as
+//     other workers), or one its projection puts within two generations of its ceiling, takes
+//     one starting generation at a time, and one whose gate already has as
 //     many upgrades starting as it lets through at once takes no more for now: the generation waits for whichever account frees
 //     up first, instead of queueing behind one gate.
 //  3. The account the generation's session is bound to (want; nil = none) wins if it is not
