@@ -71,7 +71,9 @@ func (a *adaptive) demand() int {
 
 // earliest is the first time the rate allows the next start. In a fleet it also moves the own
 // pace's due time as the own spacing changes (see ownDue), so every reading of it, by a wait or an
-// Estimate, keeps that time current.
+// Estimate, keeps that time current. The reading is the place for it: the own spacing changes
+// with the share, and the share with time alone (a peer's news expires), with no event to
+// update it at.
 func (a *adaptive) earliest(now time.Time) time.Time {
 	t := a.holds.own
 	own := a.ownSpacing(now)

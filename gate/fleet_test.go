@@ -255,10 +255,7 @@ func runFleet(n int, arrivals []time.Duration, o fleetOpts) fleetResult {
 	if o.closed {
 		origin = newBucketOrigin(0, 0)
 	}
-	origin.slow, origin.away = !o.ideal, o.away
-	if o.tcp {
-		origin.trips = 1
-	}
+	origin.slow, origin.away, origin.tcp = !o.ideal, o.away, o.tcp
 	var rmu sync.Mutex
 	pick := func() int { rmu.Lock(); defer rmu.Unlock(); return rnd.IntN(n) }
 	t0 := time.Now()

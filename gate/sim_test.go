@@ -30,7 +30,7 @@ type bucketOrigin struct {
 	rnd      *rand.Rand
 	slow     bool          // one handshake in five takes up to 10ms longer (a loaded machine)
 	away     time.Duration // one-way delay between the gates and the origin (another host)
-	trips    int           // round trips of away before the upgrade request (TCP's handshake: 1 over real sockets)
+	tcp      bool          // TCP's handshake: a round trip of away before the upgrade request, as over real sockets
 }
 
 func newBucketOrigin(rate float64, burst int) *bucketOrigin {
@@ -77,7 +77,11 @@ func (o *bucketOrigin) dial(ctx context.Context) (struct{}, error) {
 		d += time.Duration(o.rnd.Int64N(int64(10 * time.Millisecond)))
 	}
 	o.mu.Unlock()
-	time.Sleep(d + o.away*time.Duration(1+2*o.trips))
+	there := o.away // the upgrade request's way to the origin
+	if o.tcp {
+		there += 2 * o.away
+	}
+	time.Sleep(d + there)
 	ok := o.allow()
 	time.Sleep(500*time.Microsecond + o.away)
 	if !ok {
