@@ -30,6 +30,7 @@ type adaptive struct {
 	last     time.Time // the last start
 	due      ownDue    // the next start by this gate's own pace, in a fleet
 	busyAt   time.Time // when the last caller came to an idle gate (nothing queued or in flight)
+	firstOK  time.Time // this gate's first acceptance since busyAt, if the fleet was unpaced then
 	slot     phaseSlot // the next start's slot after the fleet's first reaction (see rephase)
 	announce bool      // a start to tell the peers of in the next signal (the fleet is paced)
 	retries  int       // callers in the queue that were refused already
@@ -86,6 +87,13 @@ func (a *adaptive) earliest(now time.Time) time.Time {
 	}
 	if f := a.f; f != nil {
 		t = later(t, a.peerHold(now))
+		if a.spacing == 0 && a.firstOK.After(a.busyAt) && a.livePeers(now) > 0 {
+			// The fleet's first round: this gate's first upgrade of a burst was accepted, and
+			// the peers' outcomes of the same round, refusals among them, are on their way. Its
+			// next start waits for them as long as a burst's first start listens (listen): from
+			// hosts 25ms away, started at once it went into the bucket that round had emptied.
+			t = later(t, a.firstOK.Add(a.listen()))
+		}
 		if a.confirms(now) {
 			// A peer sees a closed origin, and this gate has not been refused itself: its next
 			// start confirms it without waiting for its pace (see confirms).

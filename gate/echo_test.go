@@ -12,20 +12,22 @@ func TestEchoSteps(t *testing.T) {
 		seq     uint64
 		at      time.Duration
 		latency time.Duration // after the step
+		low     time.Duration // after the step
 	}
 	tests := []struct {
 		name  string
 		steps []step
 	}{
-		{"an echo sets the latency", []step{{"sent", 1, 0, 0}, {"heard", 1, 50 * ms, 50 * ms}}},
-		{"a rise is followed at once, a fall by an eighth", []step{
-			{"sent", 1, 0, 0}, {"heard", 1, 10 * ms, 10 * ms},
-			{"sent", 2, 100 * ms, 10 * ms}, {"heard", 2, 190 * ms, 90 * ms},
-			{"sent", 3, 200 * ms, 90 * ms}, {"heard", 3, 210 * ms, 80 * ms}}},
-		{"only the first echo counts", []step{{"sent", 1, 0, 0}, {"heard", 1, 5 * ms, 5 * ms}, {"heard", 1, 90 * ms, 5 * ms}}},
-		{"echoes of signals still in flight count", []step{{"sent", 1, 0, 0}, {"sent", 2, 25 * ms, 0}, {"heard", 1, 50 * ms, 50 * ms}}},
-		{"a forged future seq does not count", []step{{"sent", 1, 0, 0}, {"heard", 2, 50 * ms, 0}}},
-		{"never over an interval", []step{{"sent", 1, 0, 0}, {"heard", 1, 5 * time.Second, interval}}},
+		{"an echo sets both", []step{{"sent", 1, 0, 0, 0}, {"heard", 1, 50 * ms, 50 * ms, 50 * ms}}},
+		// The latency follows a rise at once and a fall by an eighth; low the other way round.
+		{"a rise, then a fall", []step{
+			{"sent", 1, 0, 0, 0}, {"heard", 1, 10 * ms, 10 * ms, 10 * ms},
+			{"sent", 2, 100 * ms, 10 * ms, 10 * ms}, {"heard", 2, 190 * ms, 90 * ms, 20 * ms},
+			{"sent", 3, 200 * ms, 90 * ms, 20 * ms}, {"heard", 3, 210 * ms, 80 * ms, 10 * ms}}},
+		{"only the first echo counts", []step{{"sent", 1, 0, 0, 0}, {"heard", 1, 5 * ms, 5 * ms, 5 * ms}, {"heard", 1, 90 * ms, 5 * ms, 5 * ms}}},
+		{"echoes of signals still in flight count", []step{{"sent", 1, 0, 0, 0}, {"sent", 2, 25 * ms, 0, 0}, {"heard", 1, 50 * ms, 50 * ms, 50 * ms}}},
+		{"a forged future seq does not count", []step{{"sent", 1, 0, 0, 0}, {"heard", 2, 50 * ms, 0, 0}}},
+		{"never over an interval", []step{{"sent", 1, 0, 0, 0}, {"heard", 1, 5 * time.Second, interval, interval}}},
 	}
 	t0 := time.Unix(1000, 0)
 	for _, tt := range tests {
@@ -37,8 +39,8 @@ func TestEchoSteps(t *testing.T) {
 				} else {
 					e.heard(st.seq, t0.Add(st.at), interval)
 				}
-				if e.latency != st.latency {
-					t.Errorf("step %d (%s %d at %v): latency %v, want %v", i, st.op, st.seq, st.at, e.latency, st.latency)
+				if e.latency != st.latency || e.low != st.low {
+					t.Errorf("step %d (%s %d at %v): latency %v and low %v, want %v and %v", i, st.op, st.seq, st.at, e.latency, e.low, st.latency, st.low)
 				}
 			}
 		})

@@ -122,15 +122,17 @@ func (a *adaptive) refresh(now time.Time) {
 	a.settle(now)
 }
 
-// stagger is this gate's turn after the last start heard of in the fleet: ReportInterval /
-// staggerSteps for every busy live peer after the gate that made it and before this one, in id
-// order (wrapping). Gates that the same news frees (their own pace let them start sooner) would
-// otherwise all start at once, a spacing after it, and all but one be refused; so they go in
-// turn, each a step after the one before it, and the first one's start, announced at once, holds
-// the others for another spacing.
+// stagger is this gate's turn after the last start heard of in the fleet: a step for every busy
+// live peer after the gate that made it and before this one, in id order (wrapping). Gates that
+// the same news frees (their own pace let them start sooner) would otherwise all start at once, a
+// spacing after it, and all but one be refused; so they go in turn, each a step after the one
+// before it, and the first one's start, announced at once, holds the others for another spacing.
+// A step is ReportInterval/staggerSteps plus the echo's latency: the announcement of the start
+// before must arrive before this gate's turn comes. (With steps of ReportInterval/staggerSteps
+// alone, gates on hosts 25ms from NATS, whose news takes 50ms, started three at a time.)
 func (f *fleet) stagger(now time.Time, interval time.Duration) time.Duration {
 	n := f.busyBetween(f.peerStarter, f.id, now, interval, time.Time{})
-	return time.Duration(n) * (interval / staggerSteps)
+	return time.Duration(n) * (interval/staggerSteps + f.echo.latency)
 }
 
 // share is this gate's part of the fleet's rate: its demand over the fleet's (1 without peers).
@@ -180,7 +182,10 @@ func (a *adaptive) observe(s Signal, now time.Time) {
 	a.refresh(now)
 	if s.Started || (s.Accepted > prev.Accepted || s.Rejected > prev.Rejected) && now.Sub(p.started) >= a.cfg.ReportInterval {
 		// A start, announced; or (from a peer that does not announce them) its outcome.
-		f.peerStartAt, f.peerStarter = now, s.Gate
+		// Dated back by the news's way through the transport, about as long as this gate's
+		// own signals take to come back (echo.low): from hosts 25ms from NATS the news is 50ms
+		// old, and paced a spacing after the news the fleet started a spacing and 50ms apart.
+		f.peerStartAt, f.peerStarter = now.Add(-f.echo.low), s.Gate
 	}
 	if s.Started {
 		p.started = now
@@ -309,10 +314,15 @@ func (a *adaptive) listen() time.Duration {
 // (NATS echoes a publisher's own messages): the latency of the peers' news, too. It follows a
 // rise at once and a fall by an eighth per echo, and never exceeds a report interval, so a
 // transport that delays or forges echoes can slow the first starts of a burst by at most that.
+// low is the same way's lower estimate (a fall at once, a rise by an eighth): how old a peer's
+// news of a start is when it arrives, at most an interval, so a forged echo can bring a start
+// forward by at most that, and never past the gate's own pace.
 type echo struct {
 	sentAt  [echoRing]time.Time // when signal seq was made, at seq % echoRing (zero once echoed)
 	seq     uint64              // the last signal made
 	latency time.Duration
+	low     time.Duration // the other way round: a fall at once, a rise by an eighth (the way's fixed part)
+	echoed  bool          // an echo came back (low is set)
 }
 
 // echoRing is how many signals' times echo keeps: at the joining cadence, 8 cover two report
@@ -334,6 +344,11 @@ func (e *echo) heard(seq uint64, now time.Time, interval time.Duration) {
 		e.latency = d
 	} else {
 		e.latency -= (e.latency - d) / 8
+	}
+	if d < e.low || !e.echoed {
+		e.low, e.echoed = d, true
+	} else {
+		e.low += (d - e.low) / 8
 	}
 }
 

@@ -197,6 +197,66 @@ func TestFleetBurstListens(t *testing.T) {
 	}
 }
 
+// A gate's first upgrade of a burst, accepted while the fleet is unpaced, holds its next start
+// for as long as the peers' news of the same round takes to come (listen: a tenth of an interval
+// and the echo). Their refusals are on their way; without the hold, gates 25ms away whose first
+// upgrades were accepted started again into the bucket the round had just emptied, before they
+// heard of them (about 2 refusals a 60-burst in the bench).
+func TestFleetFirstRoundListens(t *testing.T) {
+	ms := time.Millisecond
+	tests := []struct {
+		name  string
+		peers bool
+		echo  time.Duration
+		want  time.Duration // from the first one's success to the second start
+	}{
+		{"no peers: at once", false, 0, 0},
+		{"peers on one machine: a tenth of an interval", true, 0, interval / 10},
+		{"peers 25ms away: and the echo", true, 50 * ms, interval/10 + 50*ms},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				g := New(Config{InitialWindow: 1}) // the second start waits for the first's outcome
+				a := g.ctl.(*adaptive)
+				a.fleet().id = 1 // first in rank: its first start needs no one's news
+				if tt.peers {
+					peers := []*fakePeer{newFakePeer(10), newFakePeer(20)}
+					for _, p := range peers {
+						trust(t, g, p)
+					}
+					defer keepAlive(g, nil, peers...)()
+				}
+				a.mu.Lock()
+				a.fleet().echo.latency = tt.echo
+				a.mu.Unlock()
+				first, _ := take(t, g, time.Now())
+				second := make(chan time.Time)
+				go func() {
+					pm, err := g.Wait(t.Context())
+					if err != nil {
+						t.Errorf("Wait: %v", err)
+					}
+					second <- time.Now()
+					pm.Succeeded()
+				}()
+				time.Sleep(5 * ms) // the first handshake
+				ok := time.Now()
+				first.Succeeded()
+				if at := (<-second).Sub(ok); at != tt.want {
+					t.Errorf("second start %v after the first success, want %v", at, tt.want)
+				}
+				// Later in the burst, it starts at once: the hold is the first round's.
+				third, _ := take(t, g, time.Now())
+				if at := time.Since(ok); at > tt.want {
+					t.Errorf("third start %v after the first success, want by %v", at, tt.want)
+				}
+				third.Succeeded()
+			})
+		})
+	}
+}
+
 func TestFleetFirstReactionSlots(t *testing.T) {
 	tests := []struct {
 		name string
@@ -268,16 +328,24 @@ func TestFleetConfirmsAPeersClosedOrigin(t *testing.T) {
 	})
 }
 
+// A peer's start, heard of, holds a gate a fleet spacing after it, and its turn after that peer's
+// a step per busy gate between them. The start was the echo's low ago (the news's way through the
+// transport: 50ms from hosts 25ms from NATS), and a step is the echo's latency more than a 32nd
+// of an interval: the gate before this one in turn, starting at its turn, is heard of before this
+// one's comes (with steps of a 32nd alone, gates 25ms away started three at once).
 func TestFleetTurnsAfterAStart(t *testing.T) {
-	step := interval / staggerSteps
+	ms := time.Millisecond
 	tests := []struct {
 		name    string
-		starter uint64 // the peer whose start is heard
-		turn    int    // busy gates between it and this one (id 30), in id order
+		starter uint64        // the peer whose start is heard
+		turn    int           // busy gates between it and this one (id 30), in id order
+		echo    time.Duration // this gate's echo, latency and low alike
 	}{
-		{"next in turn", 20, 0},
-		{"one gate between", 10, 1},
-		{"around the ring", 40, 2},
+		{"next in turn", 20, 0, 0},
+		{"one gate between", 10, 1, 0},
+		{"around the ring", 40, 2, 0},
+		{"next in turn, hosts 25ms away", 20, 0, 50 * ms},
+		{"one gate between, hosts 25ms away", 10, 1, 50 * ms},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -301,6 +369,10 @@ func TestFleetTurnsAfterAStart(t *testing.T) {
 				}
 				// Its own pace would let it start now; a peer's start, announced, holds it a
 				// spacing, and its turn after that peer's.
+				a := g.ctl.(*adaptive)
+				a.mu.Lock()
+				a.f.echo.latency, a.f.echo.low = tt.echo, tt.echo
+				a.mu.Unlock()
 				g.Observe(peers[tt.starter].next(func(s *Signal) { busy(s); s.Started = true }))
 				heard := time.Now()
 				started := make(chan Permit)
@@ -320,8 +392,9 @@ func TestFleetTurnsAfterAStart(t *testing.T) {
 						alive()
 					}
 				}
-				if at, want := time.Since(heard), time.Second+time.Duration(tt.turn)*step; at != want {
-					t.Errorf("start %v after the news, want %v (a spacing, then %d turns of %v)", at, want, tt.turn, step)
+				step := interval/staggerSteps + tt.echo
+				if at, want := time.Since(heard), time.Second-tt.echo+time.Duration(tt.turn)*step; at != want {
+					t.Errorf("start %v after the news, want %v (a spacing after the start, %v before the news, then %d turns of %v)", at, want, tt.echo, tt.turn, step)
 				}
 				// Its own start, paced, is news for the next signal, and only for it.
 				if s, _ := g.NextSignal(); !s.Started {

@@ -25,6 +25,9 @@ func (a *adaptive) report(p Permit, o outcome, now time.Time, retryAfter time.Du
 		closed := a.origin.closed
 		a.origin.accepted()
 		a.origin.ownAcceptedAt = now
+		if !a.firstOK.After(a.busyAt) && a.spacing == 0 {
+			a.firstOK = now
+		}
 		a.acceptedUnderHold(p.start, now)
 		if grew := a.succeeded(now); closed || a.spacing > 0 || grew && a.f != nil && a.f.live > 0 {
 			// The peers reopen too; or, paced, they count this start in the fleet's pace; or,
