@@ -22,7 +22,8 @@ import "time"
 // A peer whose outcomes or rate do not add up is doubted for peerDoubtFor: its signals are
 // dropped (SignalsDoubted), it no longer counts as a peer, and what it caused that nothing else
 // confirmed is undone: the reaction it made this gate adopt (unless a refusal seen here or
-// reported by another peer came since), its hold, its place in the fleet's pace. And for
+// reported by another peer came since; that refusal makes it again with what the fleet accepted
+// since), its hold, its place in the fleet's pace. And for
 // doubtProbation around the time a peer was found out, ids that became trusted then may not slow this
 // gate (no reaction, no hold): a liar that takes a new id starts without that power.
 const (
@@ -104,12 +105,24 @@ func (f *fleet) credible(p *peer, now time.Time) bool {
 	return f.doubtAt.IsZero() || now.Sub(p.trustedAt) >= doubtProbation || p.trustedAt.Before(f.doubtAt.Add(-doubtProbation))
 }
 
-// confirmed notes a refusal seen here (by 0) or reported by peer by, trusted since trustedAt: from
-// other than the peer of the reaction adopted last, trusted before it came, it confirms that
-// reaction, which doubting its peer then no longer undoes.
-func (f *fleet) confirmed(by uint64, trustedAt time.Time) {
-	if f.undo.by != by && trustedAt.Before(f.undo.at) {
-		f.undo.by = 0
+// confirmed notes a refusal at now seen here (by 0) or reported by peer by, trusted since
+// trustedAt: from other than the peer of the reaction adopted last, trusted before it came, it
+// confirms that reaction, which doubting its peer then no longer undoes.
+//
+// It confirms that a reaction was due, not what the reaction measured. One adopted from a peer
+// before the fleet's first acceptances of a burst counted none, and backed off to a RateWindow: a
+// liar's refusal lands there (it reports no acceptances), and the burst's own refusals then
+// confirmed its second-long pace for good. So the reaction is made again with what the fleet
+// accepted since, as this refusal would have made it had the peer's not come first.
+func (a *adaptive) confirmed(by uint64, trustedAt, now time.Time) {
+	f := a.f
+	if f.undo.by == 0 || f.undo.by == by || !trustedAt.Before(f.undo.at) {
+		return
+	}
+	f.undo.by = 0
+	if s, ok := a.pace.refined(a.fleetRecent(now), &a.cfg); ok {
+		a.propose(now, s)
+		a.holds.refine(a.spacing)
 	}
 }
 

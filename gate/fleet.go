@@ -210,7 +210,7 @@ func (a *adaptive) apply(p *peer, s, prev Signal, now time.Time) {
 		a.refusedByFleet(now, false)
 		// A refusal confirms a reaction or a hold only from a peer trusted before it came: a
 		// liar's next id cannot vouch for the last.
-		f.confirmed(p.id, p.trustedAt)
+		a.confirmed(p.id, p.trustedAt, now)
 		if p.trustedAt.Before(a.holds.peerSince) {
 			a.holds.confirmed(now, p.id)
 		}

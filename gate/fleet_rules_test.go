@@ -273,6 +273,68 @@ func TestEpochs(t *testing.T) {
 	})
 }
 
+// A liar's refusal that lands before the fleet's first acceptances makes a gate adopt a reaction
+// that measured nothing: a spacing of a RateWindow. A refusal that then confirms it (a peer's,
+// with the burst's acceptances; or one here of a start made before it) makes it again with what
+// the fleet accepted since, as that refusal would have without the liar's: doubting the liar
+// later undoes nothing, and before this rule the gate kept a RateWindow's pace (what CI saw of
+// TestGateLiarOverNATS/stall: 1.8 upgrades/s of the origin's 10 for all 8 s).
+func TestConfirmedReactionMeasuresAgain(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		own  bool // the refusal that confirms is this gate's, else the honest peer's
+	}{
+		{name: "by the peer's refusal"},
+		{name: "by a refusal here", own: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				g := New(Config{})
+				h, l := newFakePeer(5), newFakePeer(7)
+				trust(t, g, h)
+				trust(t, g, l)
+				g.Observe(h.next(nil))
+				early, err := g.Wait(t.Context()) // a start of the burst, before the liar's refusal
+				if err != nil {
+					t.Fatal(err)
+				}
+				g.Observe(l.next(func(s *Signal) { s.Epoch++; s.Rejected++; s.Spacing = time.Hour }))
+				if got := ownProposal(g); got < DefaultRateWindow {
+					t.Fatalf("the liar's reaction, adopted before any acceptance: proposal %v; want a RateWindow (it measured none)", got)
+				}
+				time.Sleep(settleIntervals * interval) // beyond the late news that refines a reaction
+				// The honest peer: 10 of the burst accepted, then (unless the refusal is this
+				// gate's) one refused, of a start made before the liar's reaction reached it.
+				g.Observe(h.next(func(s *Signal) {
+					s.Accepted += 10
+					s.Recent = 10
+					s.Epoch = 1
+					if !tt.own {
+						s.Rejected++
+					}
+				}))
+				if tt.own {
+					early.Forbidden(0)
+				} else {
+					early.Succeeded()
+				}
+				// 10 accepted in the last second, from an unpaced fleet: 100ms, not a RateWindow.
+				if got := ownProposal(g); got != 100*time.Millisecond {
+					t.Errorf("after a refusal that confirms the liar's reaction, with 10 accepted in the last second: proposal %v; want 100ms", got)
+				}
+			})
+		})
+	}
+}
+
+// ownProposal is g's own value for the fleet's spacing (without the NextSignal it costs).
+func ownProposal(g *Gate) time.Duration {
+	a := g.ctl.(*adaptive)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.proposal
+}
+
 func TestEpochAdoptionRateLimited(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := New(Config{})

@@ -40,7 +40,7 @@ func (a *adaptive) report(p Permit, o outcome, now time.Time, retryAfter time.Du
 		a.forbidden(p.start, now)
 		a.refusedByFleet(now, true)
 		if a.f != nil {
-			a.f.confirmed(0, time.Time{})
+			a.confirmed(0, time.Time{}, now)
 			a.holds.confirmed(now, 0)
 		}
 	}
