@@ -101,7 +101,7 @@ func (g *generation) route(ctx context.Context) error {
 	var err error
 	for {
 		now := time.Now()
-		a, hold, cerr := g.w.router.pick(now, g.want(now), g.excluded())
+		a, hold, cerr := g.w.router.pick(now, g.want(now), g.excluded(), g.queued)
 		if hold {
 			if g.queued.IsZero() {
 				g.queued = now
