@@ -23,9 +23,10 @@ import "time"
 // dropped (SignalsDoubted), it no longer counts as a peer, and what it caused that nothing else
 // confirmed is undone: the reaction it made this gate adopt (unless a refusal seen here or
 // reported by another peer came since; that refusal makes it again with what the fleet accepted
-// since), its hold, its place in the fleet's pace. And for
-// doubtProbation around the time a peer was found out, ids that became trusted then may not slow this
-// gate (no reaction, no hold): a liar that takes a new id starts without that power.
+// since), what its proposal added to the median (the own proposal comes down to at most Backoff
+// times the highest of the other peers'), its hold, its place in the fleet's pace. And for
+// doubtProbation around the time a peer was found out, ids that became trusted then may not slow
+// this gate (no reaction, no hold): a liar that takes a new id starts without that power.
 const (
 	peerDoubtFor   = 10 * time.Minute
 	doubtProbation = time.Minute
@@ -88,6 +89,17 @@ func (a *adaptive) doubt(p *peer, now time.Time) {
 	f.doubtAt = now
 	f.peersDoubted++
 	f.undoFrom(a, p.id)
+	if hi, ok := f.highestProposal(now, peerLive*a.cfg.ReportInterval, a.cfg.Floor, a.cfg.widest()); ok {
+		// Its proposal also stood in the median this gate's reactions back off from, and a
+		// median of two is their mean: a reaction adopted from an honest peer, in the moments
+		// that peer's epoch led the liar's, backed off from half the widest spacing, and undoing
+		// the liar's own reaction does not reach it. So the own proposal comes down to at most
+		// Backoff times the highest of the other live peers'.
+		if limit := a.cfg.clampSpacing(time.Duration(float64(hi) * a.cfg.Backoff)); a.proposal > limit {
+			a.propose(now, limit)
+			a.holds.refine(a.spacing)
+		}
+	}
 	if a.holds.peerBy == p.id {
 		a.holds.peer = earlier(a.holds.peer, now)
 	}

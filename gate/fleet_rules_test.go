@@ -327,6 +327,48 @@ func TestConfirmedReactionMeasuresAgain(t *testing.T) {
 	}
 }
 
+// A liar's proposal stands in the median that a gate's reactions back off from, and a median
+// of two is their mean: adopting an honest peer's reaction (in the moments the peer's epoch
+// leads the liar's), a gate backed off from half the widest spacing. Doubting the liar undid
+// nothing (the reaction was the honest peer's), and the gate held both to seconds-long paces
+// (what was left of TestGateLiarOverNATS/stall's flake: 1 of 72 runs). Found out, the liar's
+// part goes: the own proposal comes down to at most Backoff times the highest of the other
+// live peers'.
+func TestDoubtUndoesTheMediansRaise(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := New(Config{})
+		h, l := newFakePeer(5), newFakePeer(7)
+		trust(t, g, h)
+		trust(t, g, l)
+		g.Observe(h.next(nil))
+		g.Observe(l.next(func(s *Signal) { s.Epoch++; s.Rejected++; s.Spacing = time.Hour }))
+		time.Sleep(settleIntervals * interval)
+		// The honest peer, which found the liar out already: 10 accepted, a refusal and its own
+		// reaction to it, 100ms.
+		g.Observe(h.next(func(s *Signal) {
+			s.Accepted += 10
+			s.Recent = 10
+			s.Rejected++
+			s.Epoch = 2
+			s.Spacing = 100 * time.Millisecond
+		}))
+		if got := ownProposal(g); got < time.Second {
+			t.Fatalf("after adopting the peer's reaction with the liar's proposal in the median: proposal %v; want the raise this test is about (seconds)", got)
+		}
+		// The liar overdraws its credit: found out.
+		g.Observe(l.next(func(s *Signal) { s.Rejected += 1000 }))
+		if d := g.Snapshot().PeersDoubted; d != 1 {
+			t.Fatalf("peers doubted %d, want the liar found out", d)
+		}
+		if got, want := ownProposal(g), time.Duration(DefaultBackoff*float64(100*time.Millisecond)); got > want {
+			t.Errorf("after the liar was found out: proposal %v; want at most %v (Backoff times the honest peer's)", got, want)
+		}
+		if got := g.Snapshot().Spacing; got > 125*time.Millisecond {
+			t.Errorf("after the liar was found out: the fleet's spacing %v; want at most 125ms", got)
+		}
+	})
+}
+
 // ownProposal is g's own value for the fleet's spacing (without the NextSignal it costs).
 func ownProposal(g *Gate) time.Duration {
 	a := g.ctl.(*adaptive)

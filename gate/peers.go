@@ -213,6 +213,21 @@ func (t *peerTable) median(own time.Duration, epoch uint64, now time.Time, silen
 	return v[n/2-1] + (v[n/2]-v[n/2-1])/2
 }
 
+// highestProposal is the widest spacing that a live, trusted peer proposes at now (heard within
+// silent; kept within [lo, hi]), and whether there is one.
+func (t *peerTable) highestProposal(now time.Time, silent, lo, hi time.Duration) (time.Duration, bool) {
+	var top time.Duration
+	ok := false
+	for i := range t.peers {
+		p := &t.peers[i]
+		if p.id == 0 || !p.trusted || now.Sub(p.heard) >= silent {
+			continue
+		}
+		top, ok = max(top, min(max(p.sig.Spacing, lo), hi)), true
+	}
+	return top, ok
+}
+
 // busyBetween is how many live peers with demand come after from and before to in id order,
 // wrapping (from 0: every id below to, a gate's rank among the busy gates); those not heard from
 // since doubt count as having demand.
