@@ -289,11 +289,7 @@ func TestConfirmedReactionMeasuresAgain(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				g := New(Config{})
-				h, l := newFakePeer(5), newFakePeer(7)
-				trust(t, g, h)
-				trust(t, g, l)
-				g.Observe(h.next(nil))
+				g, h, l := honestAndLiar(t)
 				early, err := g.Wait(t.Context()) // a start of the burst, before the liar's refusal
 				if err != nil {
 					t.Fatal(err)
@@ -336,11 +332,7 @@ func TestConfirmedReactionMeasuresAgain(t *testing.T) {
 // live peers'.
 func TestDoubtUndoesTheMediansRaise(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		g := New(Config{})
-		h, l := newFakePeer(5), newFakePeer(7)
-		trust(t, g, h)
-		trust(t, g, l)
-		g.Observe(h.next(nil))
+		g, h, l := honestAndLiar(t)
 		g.Observe(l.next(func(s *Signal) { s.Epoch++; s.Rejected++; s.Spacing = time.Hour }))
 		time.Sleep(settleIntervals * interval)
 		// The honest peer, which found the liar out already: 10 accepted, a refusal and its own
@@ -367,6 +359,17 @@ func TestDoubtUndoesTheMediansRaise(t *testing.T) {
 			t.Errorf("after the liar was found out: the fleet's spacing %v; want at most 125ms", got)
 		}
 	})
+}
+
+// honestAndLiar makes a gate that trusts two peers, h (honest) and l (to lie), both live.
+func honestAndLiar(t *testing.T) (g *Gate, h, l *fakePeer) {
+	t.Helper()
+	g = New(Config{})
+	h, l = newFakePeer(5), newFakePeer(7)
+	trust(t, g, h)
+	trust(t, g, l)
+	g.Observe(h.next(nil))
+	return g, h, l
 }
 
 // ownProposal is g's own value for the fleet's spacing (without the NextSignal it costs).
