@@ -96,8 +96,7 @@ func (a *adaptive) doubt(p *peer, now time.Time) {
 		// the liar's own reaction does not reach it. So the own proposal comes down to at most
 		// Backoff times the highest of the other live peers'.
 		if limit := a.cfg.clampSpacing(time.Duration(float64(hi) * a.cfg.Backoff)); a.proposal > limit {
-			a.propose(now, limit)
-			a.holds.refine(a.spacing)
+			a.lower(now, limit)
 		}
 	}
 	if a.holds.peerBy == p.id {
@@ -133,8 +132,7 @@ func (a *adaptive) confirmed(by uint64, trustedAt, now time.Time) {
 	}
 	f.undo.by = 0
 	if s, ok := a.pace.refined(a.fleetRecent(now), &a.cfg); ok {
-		a.propose(now, s)
-		a.holds.refine(a.spacing)
+		a.lower(now, s)
 	}
 }
 

@@ -244,10 +244,7 @@ func (a *adaptive) apply(p *peer, s, prev Signal, now time.Time) {
 		// Peers report acceptances up to an interval late: a reaction made before they arrived
 		// measured too few, so it may come down to what the fleet accepted.
 		if s, ok := a.pace.refined(a.fleetRecent(now), c); ok {
-			// The push that the reaction made with the old value comes down with it; a
-			// Retry-After's hold does not.
-			a.propose(now, s)
-			a.holds.refine(a.spacing)
+			a.lower(now, s)
 		}
 	}
 	a.queue.wakeHead() // the pace may have changed

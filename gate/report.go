@@ -98,6 +98,15 @@ func (a *adaptive) propose(now time.Time, s time.Duration) {
 	a.settle(now)
 }
 
+// lower proposes s, lower than the proposal, at now: a reaction's spacing comes down (peers'
+// late news refines it, a refusal that confirms it measures again, a doubt undoes a liar's
+// part), and the push the reaction made with the old value comes down with it; a Retry-After's
+// hold does not.
+func (a *adaptive) lower(now time.Time, s time.Duration) {
+	a.propose(now, s)
+	a.holds.refine(a.spacing)
+}
+
 // settle sets the spacing to the median of this gate's proposal and those of its live peers in
 // the same epoch (a peer in an earlier one has not heard of the last reaction yet). Without
 // peers it is the proposal. A median, so that one peer far off, late or hostile, moves it little.
