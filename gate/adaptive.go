@@ -197,18 +197,25 @@ func (a *adaptive) rank(now time.Time) int {
 }
 
 // leftOutUntil is when a gate of this rank, left out of the fleet's window, gets a start anyway:
-// peerLive ReportIntervals (the silence after which a peer stops counting) after its last start
-// (or since it became busy) for every window's worth of busy gates before it, at most the widest
-// spacing. It is a liveness rule, not a pace: an honest fleet brings a left-out gate in sooner,
-// by the window's growth or by its first reaction (paced, every gate gets its share). One
-// interval for all let the gates of a fleet of 32 (or of hosts far from the origin, whose window
-// grows slowly) all start at once an interval into a burst, and most be refused; one interval
-// per window's worth, on hosts 25 ms from the origin, still started the left-out gates one and
-// two intervals in, beside the second round of slow start, before the fleet's first reaction
-// (at about 300 ms): about 2 refusals a burst (docs/gate-design.md).
+// peerLive ReportIntervals (the silence after which a peer stops counting) and three echoes
+// after its last start (or since it became busy) for every window's worth of busy gates before
+// it, at most the widest spacing. It is a liveness rule, not a pace: an honest fleet brings a
+// left-out gate in sooner, by the window's growth or by its first reaction (paced, every gate
+// gets its share). One interval for all let the gates of a fleet of 32 (or of hosts far from the
+// origin, whose window grows slowly) all start at once an interval into a burst, and most be
+// refused. The echoes are for hosts far from NATS and the origin: there, slow start's second
+// round is refused just before peerLive intervals, and the news takes about two echoes more to
+// reach the peers (at 25 ms one way, a refusal at the origin at about 280 ms is heard of at
+// about 360 ms); a left-out gate that starts before it starts blind and is refused too. The
+// echo never exceeds an interval, so a transport that delays echoes can hold a left-out gate
+// by at most three intervals more (docs/gate-design.md).
 func (a *adaptive) leftOutUntil(rank int) time.Time {
 	rounds := max(rank/max(a.window.size, 1), 1)
-	return later(a.last, a.busyAt).Add(min(time.Duration(rounds*peerLive)*a.cfg.ReportInterval, a.cfg.widest()))
+	wait := time.Duration(peerLive) * a.cfg.ReportInterval
+	if a.f != nil {
+		wait += 3 * a.f.echo.latency
+	}
+	return later(a.last, a.busyAt).Add(min(time.Duration(rounds)*wait, a.cfg.widest()))
 }
 
 // tryGrant grants a start at now if the window and the spacing allow it.

@@ -51,24 +51,32 @@ func TestLeftOutUntilByRank(t *testing.T) {
 	a := newAdaptive(Config{}.withDefaults())
 	t0 := time.Unix(1000, 0)
 	a.busyAt = t0
+	ms := time.Millisecond
 	tests := []struct {
-		name       string
-		window     int
-		rank       int
-		wantRounds int
+		name   string
+		window int
+		rank   int
+		echo   time.Duration // 0: no fleet state yet
+		want   time.Duration
 	}{
-		{"within the first window's worth", 2, 2, 1},
-		{"the next window's worth", 2, 4, 2},
-		{"far down a fleet of 32", 2, 30, 15},
-		{"capped at the widest spacing", 1, 200, 200},
+		{"within the first window's worth", 2, 2, 0, peerLive * interval},
+		{"the next window's worth", 2, 4, 0, 2 * peerLive * interval},
+		{"far down a fleet of 32", 2, 30, 0, 15 * peerLive * interval},
+		{"capped at the widest spacing", 1, 200, 0, a.cfg.widest()},
+		// Hosts 25 ms from NATS: the news of slow start's second round is heard first.
+		{"echo of 50ms", 2, 2, 50 * ms, peerLive*interval + 150*ms},
+		{"echo of 50ms, the next window's worth", 2, 4, 50 * ms, 2 * (peerLive*interval + 150*ms)},
+		{"a delayed echo holds by at most three intervals more", 2, 2, interval, (peerLive + 3) * interval},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			a.f = nil
+			if tt.echo > 0 {
+				a.fleet().echo.latency = tt.echo
+			}
 			a.window.size = tt.window
-			got := a.leftOutUntil(tt.rank).Sub(t0)
-			want := min(time.Duration(tt.wantRounds*peerLive)*a.cfg.ReportInterval, a.cfg.widest())
-			if got != want {
-				t.Errorf("rank %d, window %d: left out until +%v, want +%v", tt.rank, tt.window, got, want)
+			if got := a.leftOutUntil(tt.rank).Sub(t0); got != tt.want {
+				t.Errorf("rank %d, window %d, echo %v: left out until +%v, want +%v", tt.rank, tt.window, tt.echo, got, tt.want)
 			}
 		})
 	}
