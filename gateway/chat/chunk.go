@@ -1,5 +1,7 @@
 package chat
 
+import "github.com/codexpool/codexpool/gateway/wire"
+
 // Chunk is one chat.completion.chunk object of a streamed answer.
 type Chunk struct {
 	ID      string   `json:"id"`
@@ -66,20 +68,8 @@ const (
 	FinishContentFilter = "content_filter"
 )
 
-// poolUsage is the Responses usage object.
-type poolUsage struct {
-	InputTokens        int `json:"input_tokens"`
-	OutputTokens       int `json:"output_tokens"`
-	TotalTokens        int `json:"total_tokens"`
-	InputTokensDetails struct {
-		CachedTokens int `json:"cached_tokens"`
-	} `json:"input_tokens_details"`
-	OutputTokensDetails struct {
-		ReasoningTokens int `json:"reasoning_tokens"`
-	} `json:"output_tokens_details"`
-}
-
-func (u poolUsage) chat() *Usage {
+// chatUsage maps the Responses usage object.
+func chatUsage(u wire.Usage) *Usage {
 	total := u.TotalTokens
 	if total == 0 {
 		total = u.InputTokens + u.OutputTokens
@@ -92,4 +82,4 @@ func (u poolUsage) chat() *Usage {
 }
 
 // JSON returns the chunk's JSON, with <, > and & as they are (the text as the origin sent it).
-func (c *Chunk) JSON() []byte { return mustMarshal(c) }
+func (c *Chunk) JSON() []byte { return wire.MustMarshal(c) }

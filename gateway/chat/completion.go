@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"time"
+
+	"github.com/codexpool/codexpool/gateway/wire"
 )
 
 // Completion builds the one chat.completion object of a non-streamed request from the pool's
@@ -117,4 +119,4 @@ func (c *Completion) Result() ChatCompletion {
 }
 
 // JSON returns Result encoded.
-func (c *Completion) JSON() []byte { return mustMarshal(c.Result()) }
+func (c *Completion) JSON() []byte { return wire.MustMarshal(c.Result()) }

@@ -3,6 +3,8 @@ package chat
 import (
 	"encoding/json"
 	"fmt"
+
+	"github.com/codexpool/codexpool/gateway/wire"
 )
 
 // message is one entry of messages[].
@@ -38,45 +40,10 @@ type part struct {
 	} `json:"file"`
 }
 
-// Responses input items and parts.
-type (
-	msgItem struct {
-		Type    string            `json:"type"`
-		Role    string            `json:"role"`
-		Content []json.RawMessage `json:"content"`
-	}
-	textPart struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}
-	imagePart struct {
-		Type     string `json:"type"`
-		ImageURL string `json:"image_url"`
-		Detail   string `json:"detail,omitempty"`
-	}
-	filePart struct {
-		Type     string `json:"type"`
-		FileData string `json:"file_data,omitempty"`
-		FileID   string `json:"file_id,omitempty"`
-		Filename string `json:"filename,omitempty"`
-	}
-	callItem struct {
-		Type      string `json:"type"`
-		CallID    string `json:"call_id"`
-		Name      string `json:"name"`
-		Arguments string `json:"arguments"`
-	}
-	outputItem struct {
-		Type   string `json:"type"`
-		CallID string `json:"call_id"`
-		Output string `json:"output"`
-	}
-)
-
 // input maps messages[] to the instructions and the input items.
-func (n names) input(msgs []message) (string, []json.RawMessage, error) {
+func input(n wire.Names, msgs []message) (string, []any, error) {
 	var system []string
-	items := make([]json.RawMessage, 0, len(msgs))
+	items := make([]any, 0, len(msgs))
 	for i, m := range msgs {
 		at := fmt.Sprintf("messages[%d]", i)
 		switch m.Role {
@@ -93,7 +60,7 @@ func (n names) input(msgs []message) (string, []json.RawMessage, error) {
 			}
 			items = append(items, it)
 		case "assistant":
-			its, err := n.assistantItems(m, at)
+			its, err := assistantItems(n, m, at)
 			if err != nil {
 				return "", nil, err
 			}
@@ -106,7 +73,7 @@ func (n names) input(msgs []message) (string, []json.RawMessage, error) {
 			if m.ToolCallID == "" {
 				return "", nil, refuse(at+".tool_call_id", "a tool message must name the call it answers")
 			}
-			items = append(items, mustMarshal(outputItem{"function_call_output", shortID(m.ToolCallID), out}))
+			items = append(items, wire.NewFunctionCallOutput(m.ToolCallID, out))
 		default:
 			return "", nil, refuse(at+".role", "must be system, developer, user, assistant or tool, not %q", m.Role)
 		}
@@ -133,7 +100,8 @@ func parts(content json.RawMessage, at string) ([]part, error) {
 	return ps, nil
 }
 
-// plainText joins the text parts of content; other parts are refused.
+// plainText joins the text parts of content: an image or a file is refused (it cannot be carried
+// as text), a part of a type unknown here stands as wire.Unsupported.
 func plainText(content json.RawMessage, at string) (string, error) {
 	ps, err := parts(content, at)
 	if err != nil {
@@ -141,8 +109,12 @@ func plainText(content json.RawMessage, at string) (string, error) {
 	}
 	var s string
 	for j, p := range ps {
-		if p.Type != "text" {
+		switch p.Type {
+		case "text":
+		case "image_url", "file":
 			return "", refuse(fmt.Sprintf("%s.content[%d].type", at, j), "this message takes text parts only, not %q", p.Type)
+		default:
+			p.Text = wire.Unsupported(p.Type).Text
 		}
 		s += p.Text
 	}
@@ -150,63 +122,59 @@ func plainText(content json.RawMessage, at string) (string, error) {
 }
 
 // userItem maps a user message to a message item with input parts.
-func userItem(content json.RawMessage, at string) (json.RawMessage, error) {
+func userItem(content json.RawMessage, at string) (wire.Message, error) {
 	ps, err := parts(content, at)
 	if err != nil {
-		return nil, err
+		return wire.Message{}, err
 	}
-	out := make([]json.RawMessage, 0, len(ps))
-	for j, p := range ps {
+	out := make([]wire.Part, 0, len(ps))
+	for _, p := range ps {
 		switch p.Type {
 		case "text":
-			out = append(out, mustMarshal(textPart{"input_text", p.Text}))
+			out = append(out, wire.Text("input_text", p.Text))
 		case "image_url":
-			out = append(out, mustMarshal(imagePart{"input_image", p.ImageURL.URL, p.ImageURL.Detail}))
+			out = append(out, wire.Image(p.ImageURL.URL, p.ImageURL.Detail))
 		case "file":
-			out = append(out, mustMarshal(filePart{"input_file", p.File.FileData, p.File.FileID, p.File.Filename}))
+			out = append(out, wire.File(p.File.FileData, p.File.FileID, p.File.Filename))
 		default:
-			return nil, refuse(fmt.Sprintf("%s.content[%d].type", at, j), "must be text, image_url or file, not %q", p.Type)
+			out = append(out, wire.Unsupported(p.Type))
 		}
 	}
 	if len(out) == 0 {
-		return nil, refuse(at+".content", "a user message needs content")
+		return wire.Message{}, refuse(at+".content", "a user message needs content")
 	}
-	return mustMarshal(msgItem{"message", "user", out}), nil
+	return wire.NewMessage("user", out), nil
 }
 
 // assistantItems maps an assistant message to an output_text message (when it has text) and a
 // function_call item per tool call.
-func (n names) assistantItems(m message, at string) ([]json.RawMessage, error) {
+func assistantItems(n wire.Names, m message, at string) ([]any, error) {
 	ps, err := parts(m.Content, at)
 	if err != nil {
 		return nil, err
 	}
-	var items []json.RawMessage
-	var content []json.RawMessage
-	for j, p := range ps {
+	var items []any
+	var content []wire.Part
+	for _, p := range ps {
 		switch p.Type {
 		case "text":
 			if p.Text != "" { // clients send "content": "" beside tool_calls
-				content = append(content, mustMarshal(textPart{"output_text", p.Text}))
+				content = append(content, wire.Text("output_text", p.Text))
 			}
 		case "refusal":
-			content = append(content, mustMarshal(textPart{"output_text", p.Refusal}))
+			content = append(content, wire.Text("output_text", p.Refusal))
 		default:
-			return nil, refuse(fmt.Sprintf("%s.content[%d].type", at, j), "must be text or refusal, not %q", p.Type)
+			content = append(content, wire.Text("output_text", wire.Unsupported(p.Type).Text))
 		}
 	}
 	if len(content) > 0 {
-		items = append(items, mustMarshal(msgItem{"message", "assistant", content}))
+		items = append(items, wire.NewMessage("assistant", content))
 	}
 	for j, tc := range m.ToolCalls {
 		if tc.ID == "" || tc.Function.Name == "" {
 			return nil, refuse(fmt.Sprintf("%s.tool_calls[%d]", at, j), "a tool call needs an id and a function name")
 		}
-		args := tc.Function.Arguments
-		if args == "" {
-			args = "{}"
-		}
-		items = append(items, mustMarshal(callItem{"function_call", shortID(tc.ID), n.upstream(tc.Function.Name), args}))
+		items = append(items, wire.NewFunctionCall(tc.ID, n.Upstream(tc.Function.Name), tc.Function.Arguments))
 	}
 	return items, nil
 }

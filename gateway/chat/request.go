@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"github.com/codexpool/codexpool/gateway/wire"
 )
 
 // Request is a translated POST /v1/chat/completions body.
@@ -18,7 +20,7 @@ type Request struct {
 	// IncludeUsage is the client's stream_options.include_usage.
 	IncludeUsage bool
 
-	names names
+	names wire.Names
 }
 
 // RequestError is a body Translate refuses: answered 400 invalid_request with Param as the
@@ -52,29 +54,6 @@ type chatRequest struct {
 	N               *int            `json:"n"`
 }
 
-// poolRequest is the Responses body sent to the pool.
-type poolRequest struct {
-	Model             string            `json:"model,omitempty"`
-	Instructions      string            `json:"instructions"`
-	Input             []json.RawMessage `json:"input"`
-	Tools             []json.RawMessage `json:"tools,omitempty"`
-	ToolChoice        json.RawMessage   `json:"tool_choice,omitempty"`
-	ParallelToolCalls *bool             `json:"parallel_tool_calls,omitempty"`
-	Reasoning         *reasoning        `json:"reasoning,omitempty"`
-	Text              *textOptions      `json:"text,omitempty"`
-	PromptCacheKey    string            `json:"prompt_cache_key,omitempty"`
-	Stream            bool              `json:"stream,omitempty"`
-}
-
-type reasoning struct {
-	Effort string `json:"effort"`
-}
-
-type textOptions struct {
-	Format    json.RawMessage `json:"format,omitempty"`
-	Verbosity string          `json:"verbosity,omitempty"`
-}
-
 // Translate maps a Chat Completions request body to the pool's Responses request.
 func Translate(body []byte) (*Request, error) {
 	var cr chatRequest
@@ -91,51 +70,32 @@ func Translate(body []byte) (*Request, error) {
 	for _, t := range cr.Tools {
 		toolNames = append(toolNames, t.Function.Name)
 	}
-	req := &Request{Model: cr.Model, Stream: cr.Stream, names: newNames(toolNames)}
+	req := &Request{Model: cr.Model, Stream: cr.Stream, names: wire.NewNames(toolNames)}
 	req.IncludeUsage = cr.StreamOptions != nil && cr.StreamOptions.IncludeUsage
-	pr := poolRequest{Model: cr.Model, ParallelToolCalls: cr.ParallelToolCalls, PromptCacheKey: cr.PromptCacheKey, Stream: cr.Stream}
+	pr := wire.Request{Model: cr.Model, ParallelToolCalls: cr.ParallelToolCalls, PromptCacheKey: cr.PromptCacheKey, Stream: cr.Stream}
 	var err error
-	if pr.Instructions, pr.Input, err = req.names.input(cr.Messages); err != nil {
+	if pr.Instructions, pr.Input, err = input(req.names, cr.Messages); err != nil {
 		return nil, err
 	}
-	if pr.Tools, err = req.names.tools(cr.Tools); err != nil {
+	if pr.Tools, err = tools(req.names, cr.Tools); err != nil {
 		return nil, err
 	}
-	if pr.ToolChoice, err = req.names.toolChoice(cr.ToolChoice); err != nil {
+	if pr.ToolChoice, err = toolChoice(req.names, cr.ToolChoice); err != nil {
 		return nil, err
 	}
 	if cr.ReasoningEffort != "" {
-		pr.Reasoning = &reasoning{Effort: cr.ReasoningEffort}
+		pr.Reasoning = &wire.Reasoning{Effort: cr.ReasoningEffort}
 	}
 	if pr.Text, err = text(cr.ResponseFormat, cr.Verbosity); err != nil {
 		return nil, err
 	}
-	req.Body, err = marshal(pr)
+	req.Body, err = wire.Marshal(pr)
 	return req, err
 }
 
-// marshal encodes v without HTML escaping: the origin reads the text as sent.
-func marshal(v any) ([]byte, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
-}
-
-func mustMarshal(v any) json.RawMessage {
-	b, err := marshal(v)
-	if err != nil {
-		panic(err) // only values of this package's types, which always encode
-	}
-	return b
-}
-
 // text maps response_format and verbosity to the Responses text options.
-func text(format json.RawMessage, verbosity string) (*textOptions, error) {
-	t := &textOptions{Verbosity: verbosity}
+func text(format json.RawMessage, verbosity string) (*wire.TextOptions, error) {
+	t := &wire.TextOptions{Verbosity: verbosity}
 	if len(format) > 0 && !bytes.Equal(format, []byte("null")) {
 		var f struct {
 			Type       string          `json:"type"`
@@ -174,7 +134,7 @@ func jsonSchemaFormat(js json.RawMessage) (json.RawMessage, error) {
 	if err := json.Unmarshal(js, &s); err != nil || s.Name == "" {
 		return nil, refuse("response_format.json_schema", "must be an object with a name")
 	}
-	return mustMarshal(struct {
+	return wire.MustMarshal(struct {
 		Type string          `json:"type"`
 		Name string          `json:"name"`
 		Desc string          `json:"description,omitempty"`

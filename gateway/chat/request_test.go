@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/codexpool/codexpool/gateway/wire"
 )
 
 func TestTranslate(t *testing.T) {
@@ -35,7 +37,7 @@ func TestTranslate(t *testing.T) {
 			`{"messages":[{"role":"user","content":"x"},{"role":"assistant","tool_calls":[{"id":"c","function":{"name":"` + longTool + `","arguments":"{}"}}]}],"tools":[{"type":"function","function":{"name":"` + longTool + `"}},{"type":"function","function":{"name":"mcp__another_server_whose_name_is_also_much_too_long_for_codex__read_file"}}],"tool_choice":"required"}`,
 			`{"instructions":"","input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"x"}]},{"type":"function_call","call_id":"c","name":"mcp__read_file","arguments":"{}"}],"tools":[{"type":"function","name":"mcp__read_file","parameters":{"type":"object","properties":{}},"strict":false},{"type":"function","name":"mcp__read_file_1","parameters":{"type":"object","properties":{}},"strict":false}],"tool_choice":"required"}`},
 		{"refused fields dropped, the rest mapped",
-			`{"model":"m","messages":[{"role":"user","content":"x"}],"temperature":0.2,"top_p":1,"max_tokens":10,"max_completion_tokens":10,"metadata":{"a":"b"},"user":"u","n":1,"stop":["x"],"stream":true,"stream_options":{"include_usage":true},"reasoning_effort":"high","verbosity":"low","prompt_cache_key":"k","response_format":{"type":"json_schema","json_schema":{"name":"s","schema":{"type":"object"},"strict":true}}}`,
+			`{"model":"m","messages":[{"role":"user","content":"x"}],"temperature":0.2,"top_p":1,"max_tokens":10,"max_completion_tokens":10,"metadata":{"a":"b"},"user":"u","n":1,"stop":null,"stream":true,"stream_options":{"include_usage":true},"reasoning_effort":"high","verbosity":"low","prompt_cache_key":"k","response_format":{"type":"json_schema","json_schema":{"name":"s","schema":{"type":"object"},"strict":true}}}`,
 			`{"model":"m","instructions":"","input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"x"}]}],"reasoning":{"effort":"high"},"text":{"format":{"type":"json_schema","name":"s","schema":{"type":"object"},"strict":true},"verbosity":"low"},"prompt_cache_key":"k","stream":true}`},
 		{"empty assistant text beside tool calls dropped",
 			`{"messages":[{"role":"user","content":"x"},{"role":"assistant","content":"","tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]}]}`,
@@ -43,6 +45,16 @@ func TestTranslate(t *testing.T) {
 		{"allowed_tools choice",
 			`{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":{"type":"allowed_tools","allowed_tools":{"mode":"required","tools":[{"type":"function","function":{"name":"f"}}]}}}`,
 			`{"instructions":"","input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"x"}]}],"tools":[{"type":"function","name":"f","parameters":{"type":"object","properties":{}},"strict":false}],"tool_choice":{"type":"allowed_tools","mode":"required","tools":[{"type":"function","name":"f"}]}}`},
+		// The rules every dialect shares (gateway/wire), each of which this translator once broke.
+		{"a shortened name never takes one that fits (collision rule)",
+			`{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"` + longTool + `"}},{"type":"function","function":{"name":"mcp__read_file"}}]}`,
+			`{"instructions":"","input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"x"}]}],"tools":[{"type":"function","name":"mcp__read_file_1","parameters":{"type":"object","properties":{}},"strict":false},{"type":"function","name":"mcp__read_file","parameters":{"type":"object","properties":{}},"strict":false}]}`},
+		{"$schema removed from tool parameters",
+			`{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"a":{"type":"string"}}}}}]}`,
+			`{"instructions":"","input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"x"}]}],"tools":[{"type":"function","name":"f","parameters":{"properties":{"a":{"type":"string"}},"type":"object"},"strict":false}]}`},
+		{"an unknown content type stands as a note",
+			`{"messages":[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"AA==","format":"wav"}},{"type":"text","text":"x"}]}]}`,
+			`{"instructions":"","input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"[unsupported content block omitted: input_audio]"},{"type":"input_text","text":"x"}]}]}`},
 		{"json_object format",
 			`{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}}`,
 			`{"instructions":"","input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"x"}]}],"text":{"format":{"type":"json_object"}}}`},
@@ -81,7 +93,6 @@ func TestTranslateRefuses(t *testing.T) {
 		{"unknown role", `{"messages":[{"role":"user","content":"x"},{"role":"function","content":"x"}]}`, "messages[1].role"},
 		{"tool without call id", `{"messages":[{"role":"tool","content":"x"}]}`, "messages[0].tool_call_id"},
 		{"content not string or parts", `{"messages":[{"role":"user","content":5}]}`, "messages[0].content"},
-		{"audio part", `{"messages":[{"role":"user","content":[{"type":"input_audio"}]}]}`, "messages[0].content[0].type"},
 		{"image in a system message", `{"messages":[{"role":"system","content":[{"type":"image_url"}]},{"role":"user","content":"x"}]}`, "messages[0].content[0].type"},
 		{"tool call without a name", `{"messages":[{"role":"assistant","tool_calls":[{"id":"c","function":{}}]}]}`, "messages[0].tool_calls[0]"},
 		{"custom tool", `{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"custom"}]}`, "tools[0].type"},
@@ -115,8 +126,8 @@ func TestShortID(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := shortID(tt.id)
-			if !strings.HasPrefix(got, tt.want) || len(got) > maxIDLen || (len(tt.id) <= 64 && got != tt.id) {
+			got := wire.ShortID(tt.id)
+			if !strings.HasPrefix(got, tt.want) || len(got) > wire.MaxIDLen || (len(tt.id) <= 64 && got != tt.id) {
 				t.Errorf("got %q, want %q…, at most 64", got, tt.want)
 			}
 		})

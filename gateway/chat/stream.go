@@ -1,6 +1,10 @@
 package chat
 
-import "time"
+import (
+	"time"
+
+	"github.com/codexpool/codexpool/gateway/wire"
+)
 
 // Stream translates one answer's pool events into chat.completion.chunk objects. Make one per
 // request with NewStream and call Event with each event in order. It is not safe for concurrent
@@ -8,7 +12,7 @@ import "time"
 type Stream struct {
 	head         Chunk // id, object, created, model of every chunk
 	includeUsage bool
-	names        names
+	names        wire.Names
 
 	started  bool            // the role chunk was sent
 	done     bool            // the terminal event was translated
@@ -41,38 +45,38 @@ func (s *Stream) Event(b []byte) []Chunk {
 	if s.done {
 		return nil
 	}
-	ev, ok := parseEvent(b)
+	ev, ok := wire.ParseEvent(b)
 	if !ok {
 		return nil
 	}
 	switch ev.Type {
-	case evCreated:
+	case wire.EventCreated:
 		if s.head.Model == "" && ev.Response != nil {
 			s.head.Model = ev.Response.Model
 		}
 		s.role()
-	case evTextDelta:
+	case wire.EventTextDelta:
 		s.texted[ev.ItemID] = true
 		s.content(ev.Delta)
-	case evRefusal:
+	case wire.EventRefusal:
 		s.texted[ev.ItemID] = true
 		s.refusal(ev.Delta)
-	case evItemAdded:
+	case wire.EventItemAdded:
 		if c := s.calls.see(&ev); c != nil && c.name != "" {
 			s.open(c)
 		}
-	case evArgsDelta:
-		s.argsDelta(s.calls.find(&ev), ev.Delta)
-	case evArgsDone:
-		if c := s.calls.find(&ev); c != nil {
+	case wire.EventArgsDelta:
+		s.argsDelta(s.calls.Find(&ev), ev.Delta)
+	case wire.EventArgsDone:
+		if c := s.calls.Find(&ev); c != nil {
 			if c.name == "" {
 				c.name = ev.Name
 			}
 			s.finish(c, ev.Arguments)
 		}
-	case evItemDone:
+	case wire.EventItemDone:
 		s.itemDone(&ev)
-	case evCompleted, evIncomplete:
+	case wire.EventCompleted, wire.EventIncomplete:
 		s.terminal(&ev)
 	}
 	return s.out
@@ -118,7 +122,7 @@ func (s *Stream) open(c *call) {
 	s.calls.next++
 	s.toolUsed = true
 	s.emit(Delta{ToolCalls: []ToolCallDelta{{Index: c.index, ID: c.callID, Type: "function",
-		Function: FunctionDelta{Name: s.names.original(c.name)}}}}, nil)
+		Function: FunctionDelta{Name: s.names.Original(c.name)}}}}, nil)
 	if c.held.Len() > 0 {
 		s.args(c, c.held.String())
 		c.held.Reset()
@@ -156,15 +160,15 @@ func (s *Stream) finish(c *call, arguments string) {
 }
 
 // itemDone completes a function call, or sends a message's text when none was streamed.
-func (s *Stream) itemDone(ev *event) {
+func (s *Stream) itemDone(ev *wire.Event) {
 	it := ev.Item
 	if it == nil {
 		return
 	}
 	switch it.Type {
-	case typeFunction:
+	case wire.TypeFunction:
 		s.finish(s.calls.see(ev), it.Arguments)
-	case typeMessage:
+	case wire.TypeMessage:
 		if s.texted[it.ID] {
 			return
 		}
@@ -182,36 +186,36 @@ func (s *Stream) itemDone(ev *event) {
 
 // terminal fills in from the response's output what was not streamed, then sends the finish
 // chunk and, when asked, the usage chunk.
-func (s *Stream) terminal(ev *event) {
+func (s *Stream) terminal(ev *wire.Event) {
 	r := ev.Response
 	if r == nil {
-		r = &poolResponse{}
+		r = &wire.Response{}
 	}
 	for i := range r.Output {
 		idx := i
-		s.itemDone(&event{OutputIndex: &idx, Item: &r.Output[i]})
+		s.itemDone(&wire.Event{OutputIndex: &idx, Item: &r.Output[i]})
 	}
 	s.role()
 	reason := s.finishReason(ev.Type, r)
 	s.emit(Delta{}, &reason)
 	if s.includeUsage {
-		u := poolUsage{}
+		u := wire.Usage{}
 		if r.Usage != nil {
 			u = *r.Usage
 		}
 		c := s.head
 		c.Choices = []Choice{}
-		c.Usage = u.chat()
+		c.Usage = chatUsage(u)
 		s.out = append(s.out, c)
 	}
 	s.done = true
 }
 
-func (s *Stream) finishReason(typ string, r *poolResponse) string {
+func (s *Stream) finishReason(typ string, r *wire.Response) string {
 	switch {
 	case s.toolUsed:
 		return FinishToolCalls
-	case typ == evIncomplete || r.Status == statusPartial:
+	case typ == wire.EventIncomplete || r.Status == wire.StatusPartial:
 		if r.IncompleteDetails != nil && r.IncompleteDetails.Reason == "content_filter" {
 			return FinishContentFilter
 		}
