@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/codexpool/codexpool/gateway/wire"
 )
 
 // BenchmarkTranslate: a Claude Code-sized turn (system prompt, tools, a tool round trip).
@@ -29,7 +31,7 @@ func BenchmarkStream(b *testing.B) {
 	}
 	lines := bytes.Split(bytes.TrimSpace(raw), []byte("\n"))
 	for b.Loop() {
-		s := NewStream("m", nil)
+		s := NewStream("m", wire.Names{})
 		for _, l := range lines {
 			s.Event(l)
 		}

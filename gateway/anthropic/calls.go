@@ -1,8 +1,9 @@
 package anthropic
 
 import (
-	"encoding/json"
 	"strings"
+
+	"github.com/codexpool/codexpool/gateway/wire"
 )
 
 // call is one function call as the stream tells it.
@@ -14,7 +15,7 @@ type call struct {
 	opened, done bool
 }
 
-func (c *call) update(it *item) {
+func (c *call) update(it *wire.Item) {
 	if it == nil {
 		return
 	}
@@ -29,36 +30,19 @@ func (c *call) update(it *item) {
 	}
 }
 
-// calls finds a call by any of its aliases (output index, item id, call id): events for one
-// call may carry only some of them.
+// calls are the stream's function calls (wire.Calls finds one by any alias) and the one whose
+// tool block is open.
 type calls struct {
-	byKey  map[string]*call
-	order  []*call
-	active *call // the call whose tool block is open
+	wire.Calls[call]
+	active *call
 }
 
 // get returns the call e is about, made and registered under e's aliases if new.
-func (cs *calls) get(e *event) *call {
-	keys := e.aliases()
-	var c *call
-	for _, k := range keys {
-		if c = cs.byKey[k]; c != nil {
-			break
-		}
-	}
-	if c == nil {
-		c = &call{}
-		cs.order = append(cs.order, c)
-	}
-	for _, k := range keys {
-		cs.byKey[k] = c
-	}
-	return c
-}
+func (cs *calls) get(e *wire.Event) *call { return cs.Get(e, func() *call { return &call{} }) }
 
 // next is the first named call whose block has not opened; a nameless call waits for its name.
 func (cs *calls) next() *call {
-	for _, c := range cs.order {
+	for _, c := range cs.List() {
 		if !c.opened && c.name != "" {
 			return c
 		}
@@ -67,19 +51,16 @@ func (cs *calls) next() *call {
 }
 
 // hydrate completes the calls from the terminal response's output, adding any never streamed.
-func (cs *calls) hydrate(out []item) {
+func (cs *calls) hydrate(out []wire.Item) {
 	for i := range out {
 		it := &out[i]
-		if it.Type != "function_call" {
+		if it.Type != wire.TypeFunction {
 			continue
 		}
-		e := event{Item: it}
-		c := cs.get(&e)
+		c := cs.get(&wire.Event{Item: it})
 		if c.final == "" || c.name == "" {
 			c.update(it)
 		}
 		c.done = true
 	}
 }
-
-func unmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }

@@ -4,7 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
+
+	"github.com/codexpool/codexpool/gateway/wire"
 )
 
 // block is one content block of a message, of any type.
@@ -29,23 +32,21 @@ type source struct {
 	URL       string `json:"url"`
 }
 
-type part map[string]any
-
 // inputBuilder collects input items; text parts wait in pending until an item of another kind
 // (a call, a call's output, reasoning) or the next message flushes them, so order is kept.
 type inputBuilder struct {
-	names   *nameMap
+	names   wire.Names
 	items   []any
 	role    string
-	pending []part
+	pending []wire.Part
 }
 
 // inputItems maps the conversation to Responses input items.
-func inputItems(msgs []message, names *nameMap) ([]any, error) {
+func inputItems(msgs []message, names wire.Names) ([]any, error) {
 	b := &inputBuilder{names: names}
 	for i, m := range msgs {
 		if err := b.message(m); err != nil {
-			return nil, badRequest("messages." + itoa(i) + ": " + err.Error())
+			return nil, badRequest("messages." + strconv.Itoa(i) + ": " + err.Error())
 		}
 	}
 	b.flush()
@@ -89,28 +90,28 @@ func (b *inputBuilder) block(bl block) {
 		b.pending = append(b.pending, imagePart(bl.Source))
 	case "document":
 		if bl.Source != nil && bl.Source.Type == "base64" {
-			b.pending = append(b.pending, part{"type": "input_file", "filename": "document.pdf",
-				"file_data": "data:" + bl.Source.MediaType + ";base64," + bl.Source.Data})
+			b.pending = append(b.pending, wire.File("data:"+bl.Source.MediaType+";base64,"+bl.Source.Data, "", "document.pdf"))
 		}
 	case "tool_use":
 		b.flush()
-		args := "{}"
+		args := ""
 		if len(bl.Input) > 0 && string(bl.Input) != "null" {
 			args = string(bl.Input)
 		}
-		b.items = append(b.items, map[string]any{"type": "function_call", "call_id": shortCallID(bl.ID),
-			"name": b.names.short(bl.Name), "arguments": args})
+		b.items = append(b.items, wire.NewFunctionCall(bl.ID, b.names.Upstream(bl.Name), args))
 	case "tool_result":
 		b.flush()
-		b.items = append(b.items, map[string]any{"type": "function_call_output",
-			"call_id": shortCallID(bl.ToolUseID), "output": toolOutput(bl)})
+		b.items = append(b.items, wire.NewFunctionCallOutput(bl.ToolUseID, toolOutput(bl)))
 	case "thinking":
 		if item, ok := decodeSignature(bl.Signature); ok {
 			b.flush()
 			b.items = append(b.items, item)
 		}
+	case "redacted_thinking":
+		// Another model's thinking: nothing the origin can read.
+	default:
+		b.pending = append(b.pending, wire.Unsupported(bl.Type))
 	}
-	// redacted_thinking and unknown blocks are dropped.
 }
 
 func (b *inputBuilder) text(s string) {
@@ -121,7 +122,7 @@ func (b *inputBuilder) text(s string) {
 	if b.role == "assistant" {
 		typ = "output_text"
 	}
-	b.pending = append(b.pending, part{"type": typ, "text": s})
+	b.pending = append(b.pending, wire.Text(typ, s))
 }
 
 // flush makes the pending parts one message item.
@@ -129,15 +130,15 @@ func (b *inputBuilder) flush() {
 	if len(b.pending) == 0 {
 		return
 	}
-	b.items = append(b.items, map[string]any{"type": "message", "role": b.role, "content": b.pending})
+	b.items = append(b.items, wire.NewMessage(b.role, b.pending))
 	b.pending = nil
 }
 
-func imagePart(s *source) part {
+func imagePart(s *source) wire.Part {
 	if s == nil || s.Type != "base64" {
-		return part{"type": "input_text", "text": "[image omitted: url]"}
+		return wire.Text("input_text", "[image omitted: url]")
 	}
-	return part{"type": "input_image", "image_url": "data:" + s.MediaType + ";base64," + s.Data}
+	return wire.Image("data:"+s.MediaType+";base64,"+s.Data, "")
 }
 
 // toolOutput is a tool_result's output: a string, or input parts when it holds images.
@@ -153,27 +154,27 @@ func toolOutput(bl block) any {
 	var blocks []block
 	_ = json.Unmarshal(bl.Content, &blocks)
 	var texts []string
-	var parts []part
+	var parts []wire.Part
 	hasImage := false
 	for _, c := range blocks {
 		switch c.Type {
 		case "text":
 			texts = append(texts, c.Text)
-			parts = append(parts, part{"type": "input_text", "text": c.Text})
+			parts = append(parts, wire.Text("input_text", c.Text))
 		case "image":
 			hasImage = true
 			parts = append(parts, imagePart(c.Source))
 		default:
-			t := "[unsupported content block omitted: " + c.Type + "]"
-			texts = append(texts, t)
-			parts = append(parts, part{"type": "input_text", "text": t})
+			p := wire.Unsupported(c.Type)
+			texts = append(texts, p.Text)
+			parts = append(parts, p)
 		}
 	}
 	if !hasImage {
 		return prefix + strings.Join(texts, "\n")
 	}
 	if prefix != "" {
-		parts = append([]part{{"type": "input_text", "text": prefix}}, parts...)
+		parts = append([]wire.Part{wire.Text("input_text", prefix)}, parts...)
 	}
 	return parts
 }

@@ -3,12 +3,14 @@ package anthropic
 import (
 	"encoding/json"
 	"errors"
+
+	"github.com/codexpool/codexpool/gateway/wire"
 )
 
 // Message turns a completed response object (the pool's one-shot reply) into one Anthropic
 // message for a client that asked for model; names maps shortened tool names back.
-func Message(resp []byte, model string, names map[string]string) ([]byte, error) {
-	var r response
+func Message(resp []byte, model string, names wire.Names) ([]byte, error) {
+	var r wire.Response
 	if err := json.Unmarshal(resp, &r); err != nil {
 		return nil, errors.New("anthropic: the pool's reply is not a response object: " + err.Error())
 	}
@@ -18,14 +20,14 @@ func Message(resp []byte, model string, names map[string]string) ([]byte, error)
 // Collector gathers a streamed response for a client that did not ask for a stream. Feed it
 // every pool event; once Done, Message is the answer. Not safe for concurrent use.
 type Collector struct {
-	items    []item    // output items as they were done
-	terminal *response // the response of the terminal event
-	typ      string    // the terminal event's type
+	items    []wire.Item    // output items as they were done
+	terminal *wire.Response // the response of the terminal event
+	typ      string         // the terminal event's type
 }
 
 // Event takes one pool event.
 func (c *Collector) Event(ev []byte) {
-	var e event
+	var e wire.Event
 	if c.terminal != nil || json.Unmarshal(ev, &e) != nil {
 		return
 	}
@@ -37,7 +39,7 @@ func (c *Collector) Event(ev []byte) {
 	case "response.completed", "response.incomplete", "response.done":
 		c.terminal, c.typ = e.Response, e.Type
 		if c.terminal == nil {
-			c.terminal = &response{}
+			c.terminal = &wire.Response{}
 		}
 	}
 }
@@ -47,8 +49,8 @@ func (c *Collector) Done() bool { return c.terminal != nil }
 
 // Message is the Anthropic message of the collected response; the output items streamed stand
 // in for a terminal response that lists none.
-func (c *Collector) Message(model string, names map[string]string) []byte {
-	r := response{}
+func (c *Collector) Message(model string, names wire.Names) []byte {
+	r := wire.Response{}
 	if c.terminal != nil {
 		r = *c.terminal
 	}
@@ -58,7 +60,7 @@ func (c *Collector) Message(model string, names map[string]string) []byte {
 	return messageOf(&r, c.typ, model, names)
 }
 
-func messageOf(r *response, typ, model string, names map[string]string) []byte {
+func messageOf(r *wire.Response, typ, model string, names wire.Names) []byte {
 	content := []any{}
 	sawTool := false
 	for i := range r.Output {
@@ -75,7 +77,7 @@ func messageOf(r *response, typ, model string, names map[string]string) []byte {
 }
 
 // outputBlocks maps one output item to content blocks, and reports a named function call.
-func outputBlocks(it *item, names map[string]string) ([]any, bool) {
+func outputBlocks(it *wire.Item, names wire.Names) ([]any, bool) {
 	switch it.Type {
 	case "reasoning":
 		sig := encodeSignature(it.ID, it.EncryptedContent)
@@ -101,7 +103,7 @@ func outputBlocks(it *item, names map[string]string) ([]any, bool) {
 		if json.Unmarshal([]byte(it.Arguments), &parsed) == nil && parsed != nil {
 			input = parsed
 		}
-		return []any{obj{"type": "tool_use", "id": it.CallID, "name": original(names, it.Name), "input": input}}, true
+		return []any{obj{"type": "tool_use", "id": it.CallID, "name": names.Original(it.Name), "input": input}}, true
 	}
 	return nil, false
 }

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/codexpool/codexpool/gateway/wire"
 )
 
 // TestCollector: a recorded stream collected for a non-streaming client gives one message.
@@ -31,7 +33,7 @@ func TestCollector(t *testing.T) {
 			if !c.Done() {
 				t.Fatal("got no terminal event")
 			}
-			got := string(c.Message("m", map[string]string{"mcp__read_file": longMCP}))
+			got := string(c.Message("m", wire.NewNames([]string{longMCP})))
 			if !strings.Contains(got, strings.ReplaceAll(tc.want, "\n", `\n`)) {
 				t.Errorf("got %s, want it to contain %s", got, tc.want)
 			}

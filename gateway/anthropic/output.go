@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"slices"
+
+	"github.com/codexpool/codexpool/gateway/wire"
 )
 
 // compactMarker is in Claude Code's compaction request: its effort is capped at low, as a
@@ -12,13 +14,13 @@ const compactMarker = "CRITICAL: Respond with TEXT ONLY"
 
 // textFormat is the Responses text option of output_config.format: a json_schema format made
 // strict (every property required, no others), or json_object; nil for none.
-func textFormat(oc *outputConfig) any {
+func textFormat(oc *outputConfig) *wire.TextOptions {
 	if oc == nil || oc.Format == nil {
 		return nil
 	}
 	switch oc.Format.Type {
 	case "json_object":
-		return obj{"format": obj{"type": "json_object"}}
+		return &wire.TextOptions{Format: json.RawMessage(`{"type":"json_object"}`)}
 	case "json_schema":
 		var schema map[string]any
 		if json.Unmarshal(oc.Format.Schema, &schema) != nil || schema == nil {
@@ -28,7 +30,7 @@ func textFormat(oc *outputConfig) any {
 		if name == "" {
 			name = "output"
 		}
-		return obj{"format": obj{"type": "json_schema", "name": name, "schema": strictSchema(schema), "strict": true}}
+		return &wire.TextOptions{Format: wire.MustMarshal(obj{"type": "json_schema", "name": name, "schema": strictSchema(schema), "strict": true})}
 	}
 	return nil
 }
@@ -55,13 +57,13 @@ func strictSchema(s map[string]any) map[string]any {
 }
 
 // capForCompaction lowers the effort of a Claude Code compaction request to low.
-func capForCompaction(r *reasoning, body []byte) *reasoning {
+func capForCompaction(r *wire.Reasoning, body []byte) *wire.Reasoning {
 	if r == nil || !bytes.Contains(body, []byte(compactMarker)) {
 		return r
 	}
 	switch r.Effort {
 	case "medium", "high", "xhigh":
-		return &reasoning{Effort: "low", Summary: r.Summary}
+		return &wire.Reasoning{Effort: "low", Summary: r.Summary}
 	}
 	return r
 }

@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"strings"
+
+	"github.com/codexpool/codexpool/gateway/wire"
 )
 
 // Options are what a translation needs besides the body. The zero value maps every model to the
@@ -29,7 +31,7 @@ type Translated struct {
 	// Model is the model name the client asked for; replies carry it.
 	Model string
 	// Names maps a shortened tool name back to the client's.
-	Names map[string]string
+	Names wire.Names
 }
 
 // messagesRequest is the part of a /v1/messages body the translation reads. Fields the Codex
@@ -65,22 +67,6 @@ type outputConfig struct {
 	} `json:"format"`
 }
 
-// responsesRequest is the body sent to the pool, fields in a fixed order.
-type responsesRequest struct {
-	Model             string     `json:"model,omitempty"`
-	Instructions      string     `json:"instructions,omitempty"`
-	Input             []any      `json:"input"`
-	Tools             []fnTool   `json:"tools,omitempty"`
-	ToolChoice        any        `json:"tool_choice,omitempty"`
-	ParallelToolCalls bool       `json:"parallel_tool_calls"`
-	Reasoning         *reasoning `json:"reasoning,omitempty"`
-	Text              any        `json:"text,omitempty"`
-	Include           []string   `json:"include"`
-	ServiceTier       string     `json:"service_tier,omitempty"`
-	PromptCacheKey    string     `json:"prompt_cache_key,omitempty"`
-	Stream            bool       `json:"stream"`
-}
-
 // Translate maps a /v1/messages body to the pool's Responses create body.
 func Translate(body []byte, opts Options) (Translated, error) {
 	var req messagesRequest
@@ -90,18 +76,23 @@ func Translate(body []byte, opts Options) (Translated, error) {
 	if len(req.Messages) == 0 {
 		return Translated{}, badRequest("messages: at least one message is required")
 	}
-	names := newNameMap(req.Tools)
+	toolNames := make([]string, 0, len(req.Tools))
+	for _, t := range req.Tools {
+		toolNames = append(toolNames, t.Name)
+	}
+	names := wire.NewNames(toolNames)
 	input, err := inputItems(req.Messages, names)
 	if err != nil {
 		return Translated{}, err
 	}
-	out := responsesRequest{
+	parallel := req.ToolChoice == nil || !req.ToolChoice.DisableParallelToolUse
+	out := wire.Request{
 		Model:             opts.Models.Resolve(req.Model, opts.Served),
 		Instructions:      systemText(req.System),
 		Input:             input,
 		Tools:             functionTools(req.Tools, names),
 		ToolChoice:        mapToolChoice(req.ToolChoice, names),
-		ParallelToolCalls: req.ToolChoice == nil || !req.ToolChoice.DisableParallelToolUse,
+		ParallelToolCalls: &parallel,
 		Reasoning:         capForCompaction(mapReasoning(req.Thinking, req.OutputConfig), body),
 		Text:              textFormat(req.OutputConfig),
 		Include:           []string{"reasoning.encrypted_content"},
@@ -109,11 +100,11 @@ func Translate(body []byte, opts Options) (Translated, error) {
 		PromptCacheKey:    cacheKey(opts, req.metadataUserID()),
 		Stream:            req.Stream,
 	}
-	b, err := json.Marshal(out)
+	b, err := wire.Marshal(out)
 	if err != nil {
 		return Translated{}, badRequest("the request cannot be translated: " + err.Error())
 	}
-	return Translated{Body: b, Stream: req.Stream, Model: req.Model, Names: names.back}, nil
+	return Translated{Body: b, Stream: req.Stream, Model: req.Model, Names: names}, nil
 }
 
 func (r *messagesRequest) metadataUserID() string {

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/codexpool/codexpool/gateway/wire"
 )
 
 func TestTranslate(t *testing.T) {
@@ -17,20 +19,25 @@ func TestTranslate(t *testing.T) {
 		want, absent []string
 	}{
 		{name: "text and system", body: `{"model":"claude-sonnet-4-5","max_tokens":100,"temperature":0.2,"top_p":0.9,"metadata":{"user_id":"u"},"system":[{"type":"text","text":"x-anthropic-billing-header: cc"},{"type":"text","text":"Be brief.","cache_control":{"type":"ephemeral"}}],"messages":[{"role":"user","content":"hi"}]}`,
-			want:   []string{`"instructions":"Be brief."`, `"input":[{"content":[{"text":"hi","type":"input_text"}],"role":"user","type":"message"}]`, `"include":["reasoning.encrypted_content"]`, `"parallel_tool_calls":true`},
+			want:   []string{`"instructions":"Be brief."`, `"input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"hi"}]}]`, `"include":["reasoning.encrypted_content"]`, `"parallel_tool_calls":true`},
 			absent: []string{`"model"`, "temperature", "top_p", "max_tokens", "max_output_tokens", "metadata", "cache_control", "billing", "prompt_cache_key"}},
 		{name: "served model kept", body: `{"model":"gpt-5.1-codex","messages":[{"role":"user","content":"hi"}]}`, opts: Options{Served: []string{"gpt-5.1-codex"}},
 			want: []string{`"model":"gpt-5.1-codex"`}},
 		{name: "model map", body: `{"model":"claude-opus-4-1[1m]","messages":[{"role":"user","content":"hi"}]}`, opts: Options{Models: ModelMap{{"claude-*opus*", "gpt-5.1-codex-max"}}},
 			want: []string{`"model":"gpt-5.1-codex-max"`}},
 		{name: "tool loop", body: `{"messages":[{"role":"user","content":"list"},{"role":"assistant","content":[{"type":"text","text":"Running."},{"type":"tool_use","id":"toolu_1","name":"Bash","input":{"command":"ls"}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":[{"type":"text","text":"a.go"}]},{"type":"tool_result","tool_use_id":"toolu_2","is_error":true,"content":"boom"},{"type":"text","text":"go on"}]}],"tools":[{"name":"Bash","description":"Run","input_schema":{"$schema":"x","properties":{"command":{"type":"string"}}}}]}`,
-			want: []string{`{"content":[{"text":"Running.","type":"output_text"}],"role":"assistant","type":"message"},{"arguments":"{\"command\":\"ls\"}","call_id":"toolu_1","name":"Bash","type":"function_call"},{"call_id":"toolu_1","output":"a.go","type":"function_call_output"},{"call_id":"toolu_2","output":"[tool execution error] boom","type":"function_call_output"},{"content":[{"text":"go on","type":"input_text"}]`,
+			want: []string{`{"type":"message","role":"assistant","content":[{"type":"output_text","text":"Running."}]},{"type":"function_call","call_id":"toolu_1","name":"Bash","arguments":"{\"command\":\"ls\"}"},{"type":"function_call_output","call_id":"toolu_1","output":"a.go"},{"type":"function_call_output","call_id":"toolu_2","output":"[tool execution error] boom"},{"type":"message","role":"user","content":[{"type":"input_text","text":"go on"}]`,
 				`"tools":[{"type":"function","name":"Bash","description":"Run","parameters":{"properties":{"command":{"type":"string"}},"type":"object"},"strict":false}]`},
 			absent: []string{"$schema"}},
+		// The rules every dialect shares (gateway/wire), each of which this translator once broke.
+		{name: "tool schema kept as sent, not through float64", body: `{"messages":[{"role":"user","content":"x"}],"tools":[{"name":"f","input_schema":{"type":"object","properties":{"n":{"type":"integer","maximum":9007199254740993}}}}]}`,
+			want: []string{`"parameters":{"type":"object","properties":{"n":{"type":"integer","maximum":9007199254740993}}}`}},
+		{name: "unknown block stands as a note", body: `{"messages":[{"role":"user","content":[{"type":"container_upload","file_id":"file_1"},{"type":"text","text":"x"}]}]}`,
+			want: []string{`"content":[{"type":"input_text","text":"[unsupported content block omitted: container_upload]"},{"type":"input_text","text":"x"}]`}},
 		{name: "long call id", body: `{"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"` + longID + `","name":"X","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"` + longID + `","content":"ok"}]}]}`,
-			want: []string{`"call_id":"` + shortCallID(longID) + `","name":"X"`, `"call_id":"` + shortCallID(longID) + `","output":"ok"`}},
+			want: []string{`"call_id":"` + wire.ShortID(longID) + `","name":"X"`, `"call_id":"` + wire.ShortID(longID) + `","output":"ok"`}},
 		{name: "long tool name", body: `{"messages":[{"role":"user","content":"x"}],"tools":[{"name":"` + longMCP + `","input_schema":null}],"tool_choice":{"type":"tool","name":"` + longMCP + `"}}`,
-			want: []string{`"name":"mcp__read_file","parameters":{"properties":{},"type":"object"}`, `"tool_choice":{"name":"mcp__read_file","type":"function"}`}},
+			want: []string{`"name":"mcp__read_file","parameters":{"type":"object","properties":{}}`, `"tool_choice":{"type":"function","name":"mcp__read_file"}`}},
 		{name: "tool_choice any, no parallel", body: `{"messages":[{"role":"user","content":"x"}],"tool_choice":{"type":"any","disable_parallel_tool_use":true}}`,
 			want: []string{`"tool_choice":"required"`, `"parallel_tool_calls":false`}},
 		{name: "tool_choice none", body: `{"messages":[{"role":"user","content":"x"}],"tool_choice":{"type":"none"}}`, want: []string{`"tool_choice":"none"`}},
@@ -39,12 +46,12 @@ func TestTranslate(t *testing.T) {
 		{name: "thinking adaptive", body: `{"messages":[{"role":"user","content":"x"}],"thinking":{"type":"adaptive"}}`, want: []string{`"effort":"xhigh"`}},
 		{name: "thinking disabled", body: `{"messages":[{"role":"user","content":"x"}],"thinking":{"type":"disabled"}}`, want: []string{`"reasoning":{"effort":"none"}`}},
 		{name: "signature round trip", body: `{"messages":[{"role":"user","content":"x"},{"role":"assistant","content":[{"type":"thinking","thinking":"t","signature":"` + encodeSignature("rs_1", "gAAAAenc") + `"},{"type":"thinking","thinking":"t","signature":"EqQBCkYIAxgCIkD-anthropic"},{"type":"redacted_thinking","data":"x"},{"type":"text","text":"42"}]}]}`,
-			want:   []string{`{"encrypted_content":"gAAAAenc","id":"rs_1","summary":[],"type":"reasoning"},{"content":[{"text":"42","type":"output_text"}]`},
+			want:   []string{`{"type":"reasoning","id":"rs_1","summary":[],"encrypted_content":"gAAAAenc"},{"type":"message","role":"assistant","content":[{"type":"output_text","text":"42"}]`},
 			absent: []string{"anthropic", "redacted"}},
 		{name: "system message mid-conversation", body: `{"messages":[{"role":"user","content":"x"},{"role":"system","content":"reminder"}]}`,
 			want: []string{`"role":"developer"`}, absent: []string{`"role":"system"`}},
 		{name: "image", body: `{"messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AAA"}}]}]}`,
-			want: []string{`"image_url":"data:image/png;base64,AAA","type":"input_image"`}},
+			want: []string{`{"type":"input_image","image_url":"data:image/png;base64,AAA"}`}},
 		{name: "session cache key", body: `{"messages":[{"role":"user","content":"x"}]}`, opts: Options{SessionID: "s1"},
 			want: []string{`"prompt_cache_key":"` + cacheKey(Options{SessionID: "s1"}, "") + `"`}},
 		{name: "session from metadata", body: `{"metadata":{"user_id":"user_abc_account__session_s1"},"messages":[{"role":"user","content":"x"}]}`,
@@ -160,7 +167,7 @@ func TestFromStatus(t *testing.T) {
 
 func TestMessage(t *testing.T) {
 	resp := `{"id":"resp_1","status":"completed","output":[{"type":"reasoning","id":"rs_1","summary":[{"text":"a"},{"text":"b"}],"encrypted_content":"gAAAAx"},{"type":"message","content":[{"type":"output_text","text":"Hi"}]},{"type":"function_call","call_id":"call_1","name":"mcp__read_file","arguments":"{\"p\":1}"},{"type":"function_call","call_id":"call_2","name":"Bad","arguments":"not json"}],"usage":{"input_tokens":10,"input_tokens_details":{"cached_tokens":4},"output_tokens":3}}`
-	b, err := Message([]byte(resp), "claude-x", map[string]string{"mcp__read_file": longMCP})
+	b, err := Message([]byte(resp), "claude-x", wire.NewNames([]string{longMCP}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +175,7 @@ func TestMessage(t *testing.T) {
 	if string(b) != want {
 		t.Errorf("got  %s\nwant %s", b, want)
 	}
-	inc, _ := Message([]byte(`{"id":"r","status":"incomplete","incomplete_details":{"reason":"max_output_tokens"},"output":[]}`), "m", nil)
+	inc, _ := Message([]byte(`{"id":"r","status":"incomplete","incomplete_details":{"reason":"max_output_tokens"},"output":[]}`), "m", wire.Names{})
 	if !strings.Contains(string(inc), `"stop_reason":"max_tokens"`) {
 		t.Errorf("got %s, want stop_reason max_tokens", inc)
 	}

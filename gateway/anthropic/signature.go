@@ -3,6 +3,8 @@ package anthropic
 import (
 	"encoding/base64"
 	"strings"
+
+	"github.com/codexpool/codexpool/gateway/wire"
 )
 
 // signaturePrefix starts the signature of a thinking block this package made:
@@ -25,22 +27,18 @@ func encodeSignature(id, encrypted string) string {
 
 // decodeSignature makes the reasoning input item back from a signature; false for a foreign or
 // malformed one, which is dropped.
-func decodeSignature(sig string) (map[string]any, bool) {
+func decodeSignature(sig string) (wire.ReasoningItem, bool) {
 	rest, ok := strings.CutPrefix(sig, signaturePrefix)
 	if !ok {
-		return nil, false
+		return wire.ReasoningItem{}, false
 	}
 	rawID, enc, ok := strings.Cut(rest, ":")
 	if !ok || enc == "" || len(rawID) > maxReasoningID || len(enc) > maxEncrypted {
-		return nil, false
+		return wire.ReasoningItem{}, false
 	}
 	id, err := base64.RawURLEncoding.DecodeString(rawID)
 	if err != nil {
-		return nil, false
+		return wire.ReasoningItem{}, false
 	}
-	item := map[string]any{"type": "reasoning", "summary": []any{}, "encrypted_content": enc}
-	if len(id) > 0 {
-		item["id"] = string(id)
-	}
-	return item, true
+	return wire.ReasoningItem{Type: "reasoning", ID: string(id), Summary: []any{}, EncryptedContent: enc}, true
 }

@@ -1,5 +1,11 @@
 package anthropic
 
+import (
+	"encoding/json"
+
+	"github.com/codexpool/codexpool/gateway/wire"
+)
+
 // Frame is one Anthropic SSE frame: "event: <Event>\ndata: <Data>\n\n".
 type Frame struct {
 	Event string
@@ -11,7 +17,7 @@ type Frame struct {
 // a time, other output meanwhile waits (design/clients.md §2). Not safe for concurrent use.
 type Stream struct {
 	model   string
-	names   map[string]string
+	names   wire.Names
 	started bool
 	done    bool
 	index   int
@@ -33,9 +39,8 @@ type openBlock struct {
 
 // NewStream returns a Stream for a reply to a client that asked for model; names maps shortened
 // tool names back (Translated.Names).
-func NewStream(model string, names map[string]string) *Stream {
-	return &Stream{model: model, names: names, text: map[string]bool{}, reasoning: map[string]string{},
-		calls: calls{byKey: map[string]*call{}}}
+func NewStream(model string, names wire.Names) *Stream {
+	return &Stream{model: model, names: names, text: map[string]bool{}, reasoning: map[string]string{}}
 }
 
 // Done reports whether the stream has ended (message_stop or an error frame was returned).
@@ -50,13 +55,13 @@ func (s *Stream) Event(ev []byte) []Frame {
 }
 
 func (s *Stream) handle(raw []byte) {
-	var e event
-	if s.done || unmarshal(raw, &e) != nil {
+	var e wire.Event
+	if s.done || json.Unmarshal(raw, &e) != nil {
 		return
 	}
 	if e.Item == nil {
 		// Item events without their item carry nothing to translate.
-		e.Item = &item{}
+		e.Item = &wire.Item{}
 	}
 	if s.calls.active != nil && deferrable(&e) {
 		s.deferred = append(s.deferred, append([]byte(nil), raw...))
@@ -82,12 +87,12 @@ func (s *Stream) handle(raw []byte) {
 	case "response.completed", "response.incomplete", "response.done":
 		s.finish(e.Type, e.Response)
 	case "response.failed", "error":
-		s.fail(e.failure())
+		s.fail(failure(&e))
 	}
 }
 
 // deferrable reports whether e waits while a tool block is open: output that is not a call's.
-func deferrable(e *event) bool {
+func deferrable(e *wire.Event) bool {
 	switch e.Type {
 	case "response.output_text.delta", "response.reasoning_summary_text.delta",
 		"response.reasoning_summary_part.added":
@@ -103,7 +108,7 @@ func (s *Stream) emit(typ string, v any) {
 }
 
 // begin sends message_start, once; r may be nil when the first event is not response.created.
-func (s *Stream) begin(r *response) {
+func (s *Stream) begin(r *wire.Response) {
 	if s.started {
 		return
 	}
@@ -141,8 +146,8 @@ func (s *Stream) closeBlock() {
 
 func (s *Stream) isOpen(kind, key string) bool { return s.open.kind == kind && s.open.key == key }
 
-func (s *Stream) textDelta(e *event) {
-	key := e.itemKey()
+func (s *Stream) textDelta(e *wire.Event) {
+	key := e.ItemKey()
 	if !s.isOpen("text", key) {
 		s.startBlock("text", key, obj{"type": "text", "text": ""})
 	}
@@ -150,8 +155,8 @@ func (s *Stream) textDelta(e *event) {
 	s.delta(obj{"type": "text_delta", "text": e.Delta})
 }
 
-func (s *Stream) thinkingDelta(e *event) {
-	key := e.itemKey()
+func (s *Stream) thinkingDelta(e *wire.Event) {
+	key := e.ItemKey()
 	if !s.isOpen("thinking", key) {
 		s.startBlock("thinking", key, obj{"type": "thinking", "thinking": "", "signature": ""})
 	}
@@ -160,23 +165,23 @@ func (s *Stream) thinkingDelta(e *event) {
 }
 
 // thinkingPart separates a reasoning item's summary parts with a blank line.
-func (s *Stream) thinkingPart(e *event) {
-	if s.isOpen("thinking", e.itemKey()) {
+func (s *Stream) thinkingPart(e *wire.Event) {
+	if s.isOpen("thinking", e.ItemKey()) {
 		s.delta(obj{"type": "thinking_delta", "thinking": "\n\n"})
 	}
 }
 
-func (s *Stream) itemAdded(e *event) {
+func (s *Stream) itemAdded(e *wire.Event) {
 	switch e.Item.Type {
 	case "function_call":
 		s.calls.get(e).update(e.Item)
 		s.openCall()
 	case "reasoning":
-		s.reasoning[e.itemKey()] = encodeSignature(e.Item.ID, e.Item.EncryptedContent)
+		s.reasoning[e.ItemKey()] = encodeSignature(e.Item.ID, e.Item.EncryptedContent)
 	}
 }
 
-func (s *Stream) itemDone(e *event) {
+func (s *Stream) itemDone(e *wire.Event) {
 	switch e.Item.Type {
 	case "message":
 		s.messageDone(e)
@@ -195,8 +200,8 @@ func (s *Stream) itemDone(e *event) {
 }
 
 // messageDone closes the message's text block, or sends its whole text when none was streamed.
-func (s *Stream) messageDone(e *event) {
-	key := e.itemKey()
+func (s *Stream) messageDone(e *wire.Event) {
+	key := e.ItemKey()
 	if s.isOpen("text", key) {
 		s.closeBlock()
 		return
@@ -210,8 +215,8 @@ func (s *Stream) messageDone(e *event) {
 
 // reasoningDone ends the item's thinking block with its signature; a reasoning item without
 // streamed summary still gets a signature-only block, so the client replays it.
-func (s *Stream) reasoningDone(e *event) {
-	key := e.itemKey()
+func (s *Stream) reasoningDone(e *wire.Event) {
+	key := e.ItemKey()
 	sig := encodeSignature(e.Item.ID, e.Item.EncryptedContent)
 	if sig == "" {
 		sig = s.reasoning[key]
@@ -228,7 +233,7 @@ func (s *Stream) reasoningDone(e *event) {
 	s.closeBlock()
 }
 
-func (s *Stream) argsDelta(e *event) {
+func (s *Stream) argsDelta(e *wire.Event) {
 	c := s.calls.get(e)
 	if s.calls.active == c {
 		c.streamed = true
@@ -246,7 +251,7 @@ func (s *Stream) openCall() {
 	}
 	s.calls.active, c.opened, s.sawTool = c, true, true
 	s.startBlock("tool_use", c.callID, obj{"type": "tool_use", "id": c.callID,
-		"name": original(s.names, c.name), "input": obj{}})
+		"name": s.names.Original(c.name), "input": obj{}})
 	if c.buf.Len() > 0 {
 		c.streamed = true
 		s.delta(obj{"type": "input_json_delta", "partial_json": c.buf.String()})
@@ -275,7 +280,7 @@ func (s *Stream) closeCall() {
 
 // finish ends the message: calls the stream left unfinished are completed from the terminal
 // response, every block is closed, then message_delta (stop_reason, usage) and message_stop.
-func (s *Stream) finish(typ string, r *response) {
+func (s *Stream) finish(typ string, r *wire.Response) {
 	s.begin(r)
 	if r != nil {
 		s.calls.hydrate(r.Output)
@@ -296,7 +301,7 @@ func (s *Stream) finish(typ string, r *response) {
 		}
 	}
 	s.closeBlock()
-	var u *usage
+	var u *wire.Usage
 	if r != nil {
 		u = r.Usage
 	}

@@ -7,8 +7,11 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/codexpool/codexpool/gateway/wire"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -64,7 +67,7 @@ func runStream(t *testing.T, path string) []byte {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	s := NewStream("claude-sonnet-4-5", map[string]string{"mcp__read_file": longMCP})
+	s := NewStream("claude-sonnet-4-5", wire.NewNames([]string{longMCP}))
 	var out bytes.Buffer
 	sc := bufio.NewScanner(f)
 	sc.Buffer(nil, 1<<20)
@@ -108,7 +111,7 @@ func validFrames(frames []Frame) string {
 			} `json:"delta"`
 		}
 		if json.Unmarshal(f.Data, &d) != nil {
-			return "frame " + itoa(i) + " is not JSON"
+			return "frame " + strconv.Itoa(i) + " is not JSON"
 		}
 		if ended {
 			return "a frame after the end"
@@ -121,16 +124,16 @@ func validFrames(frames []Frame) string {
 			started = true
 		case "content_block_start":
 			if open || d.Index == nil || *d.Index != next {
-				return "content_block_start out of turn at frame " + itoa(i)
+				return "content_block_start out of turn at frame " + strconv.Itoa(i)
 			}
 			open = true
 		case "content_block_delta":
 			if !open || d.Index == nil || *d.Index != next {
-				return "a delta outside its block at frame " + itoa(i)
+				return "a delta outside its block at frame " + strconv.Itoa(i)
 			}
 		case "content_block_stop":
 			if !open || d.Index == nil || *d.Index != next {
-				return "content_block_stop out of turn at frame " + itoa(i)
+				return "content_block_stop out of turn at frame " + strconv.Itoa(i)
 			}
 			open, next = false, next+1
 		case "message_delta":
@@ -156,7 +159,7 @@ func FuzzStream(f *testing.F) {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
-		s := NewStream("m", nil)
+		s := NewStream("m", wire.Names{})
 		var frames []Frame
 		for line := range bytes.SplitSeq(in, []byte("\n")) {
 			frames = append(frames, s.Event(line)...)

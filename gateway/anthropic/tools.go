@@ -2,6 +2,8 @@ package anthropic
 
 import (
 	"encoding/json"
+
+	"github.com/codexpool/codexpool/gateway/wire"
 )
 
 type tool struct {
@@ -9,14 +11,6 @@ type tool struct {
 	Name        string          `json:"name"`
 	Description string          `json:"description"`
 	InputSchema json.RawMessage `json:"input_schema"`
-}
-
-type fnTool struct {
-	Type        string         `json:"type"`
-	Name        string         `json:"name"`
-	Description string         `json:"description,omitempty"`
-	Parameters  map[string]any `json:"parameters"`
-	Strict      bool           `json:"strict"`
 }
 
 type toolChoice struct {
@@ -30,70 +24,46 @@ type thinking struct {
 	BudgetTokens *int   `json:"budget_tokens"`
 }
 
-type reasoning struct {
-	Effort  string `json:"effort"`
-	Summary string `json:"summary,omitempty"`
-}
-
 // functionTools maps the client's tools to function tools; hosted Anthropic tools (web search
 // and the like, which carry a type) are not served by the pool and are left out.
-func functionTools(tools []tool, names *nameMap) []fnTool {
-	var out []fnTool
+func functionTools(tools []tool, names wire.Names) []wire.FunctionTool {
+	var out []wire.FunctionTool
 	for _, t := range tools {
 		if t.Type != "" && t.Type != "custom" {
 			continue
 		}
-		out = append(out, fnTool{Type: "function", Name: names.short(t.Name), Description: t.Description,
-			Parameters: normalizeSchema(t.InputSchema)})
+		out = append(out, wire.Tool(names, t.Name, t.Description, t.InputSchema, false))
 	}
 	return out
 }
 
-// normalizeSchema makes a JSON schema the backend takes: an object, with a type and properties,
-// without $schema, cache_control and defer_loading.
-func normalizeSchema(raw json.RawMessage) map[string]any {
-	var s map[string]any
-	if json.Unmarshal(raw, &s) != nil || s == nil {
-		return map[string]any{"type": "object", "properties": map[string]any{}}
-	}
-	for _, k := range []string{"$schema", "cache_control", "defer_loading"} {
-		delete(s, k)
-	}
-	if _, ok := s["type"]; !ok {
-		s["type"] = "object"
-	}
-	if s["type"] == "object" {
-		if _, ok := s["properties"]; !ok {
-			s["properties"] = map[string]any{}
-		}
-	}
-	return s
-}
-
-func mapToolChoice(c *toolChoice, names *nameMap) any {
+func mapToolChoice(c *toolChoice, names wire.Names) json.RawMessage {
 	if c == nil {
 		return nil
 	}
 	switch c.Type {
 	case "any":
-		return "required"
+		return json.RawMessage(`"required"`)
 	case "none":
-		return "none"
+		return json.RawMessage(`"none"`)
 	case "tool":
-		return map[string]string{"type": "function", "name": names.short(c.Name)}
+		return wire.MustMarshal(struct {
+			Type string `json:"type"`
+			Name string `json:"name"`
+		}{"function", names.Upstream(c.Name)})
 	}
-	return "auto"
+	return json.RawMessage(`"auto"`)
 }
 
 // mapReasoning maps thinking to a reasoning effort; nil (the backend's default) without thinking.
-func mapReasoning(t *thinking, oc *outputConfig) *reasoning {
+func mapReasoning(t *thinking, oc *outputConfig) *wire.Reasoning {
 	if t == nil {
 		return nil
 	}
 	effort := "medium"
 	switch t.Type {
 	case "disabled":
-		return &reasoning{Effort: "none"}
+		return &wire.Reasoning{Effort: "none"}
 	case "adaptive", "auto":
 		effort = "xhigh"
 		if oc != nil && oc.Effort != "" && oc.Effort != "max" {
@@ -105,9 +75,9 @@ func mapReasoning(t *thinking, oc *outputConfig) *reasoning {
 		}
 	}
 	if effort == "none" {
-		return &reasoning{Effort: effort}
+		return &wire.Reasoning{Effort: effort}
 	}
-	return &reasoning{Effort: effort, Summary: "auto"}
+	return &wire.Reasoning{Effort: effort, Summary: "auto"}
 }
 
 func budgetEffort(n int) string {
