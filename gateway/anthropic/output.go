@@ -14,19 +14,19 @@ const compactMarker = "CRITICAL: Respond with TEXT ONLY"
 
 // textFormat is the Responses text option of output_config.format: a json_schema format made
 // strict (every property required, no others), or json_object; nil for none.
-func textFormat(oc *outputConfig) *wire.TextOptions {
-	if oc == nil || oc.Format == nil {
+func textFormat(f *outputFormat) *wire.TextOptions {
+	if f == nil {
 		return nil
 	}
-	switch oc.Format.Type {
+	switch f.Type {
 	case "json_object":
 		return &wire.TextOptions{Format: json.RawMessage(`{"type":"json_object"}`)}
 	case "json_schema":
 		var schema map[string]any
-		if json.Unmarshal(oc.Format.Schema, &schema) != nil || schema == nil {
+		if json.Unmarshal(f.Schema, &schema) != nil || schema == nil {
 			return nil
 		}
-		name := oc.Format.Name
+		name := f.Name
 		if name == "" {
 			name = "output"
 		}

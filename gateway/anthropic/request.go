@@ -35,7 +35,7 @@ type Translated struct {
 }
 
 // messagesRequest is the part of a /v1/messages body the translation reads. Fields the Codex
-// backend refuses (metadata, temperature, top_p, top_k, max_tokens, stop_sequences) are read
+// backend refuses (metadata, temperature, top_p, top_k, max_tokens) are read
 // only where they say something else (metadata.user_id) and never forwarded.
 type messagesRequest struct {
 	Model        string          `json:"model"`
@@ -45,10 +45,13 @@ type messagesRequest struct {
 	ToolChoice   *toolChoice     `json:"tool_choice"`
 	Thinking     *thinking       `json:"thinking"`
 	OutputConfig *outputConfig   `json:"output_config"`
-	Stream       bool            `json:"stream"`
-	ServiceTier  string          `json:"service_tier"`
-	Speed        string          `json:"speed"`
-	Metadata     *struct {
+	// OutputFormat is the structured-outputs beta's name for output_config.format.
+	OutputFormat  *outputFormat `json:"output_format"`
+	StopSequences []string      `json:"stop_sequences"`
+	Stream        bool          `json:"stream"`
+	ServiceTier   string        `json:"service_tier"`
+	Speed         string        `json:"speed"`
+	Metadata      *struct {
 		UserID string `json:"user_id"`
 	} `json:"metadata"`
 }
@@ -59,12 +62,15 @@ type message struct {
 }
 
 type outputConfig struct {
-	Effort string `json:"effort"`
-	Format *struct {
-		Type   string          `json:"type"`
-		Name   string          `json:"name"`
-		Schema json.RawMessage `json:"schema"`
-	} `json:"format"`
+	Effort string        `json:"effort"`
+	Format *outputFormat `json:"format"`
+}
+
+// outputFormat asks for structured output: json_schema with its schema, or json_object.
+type outputFormat struct {
+	Type   string          `json:"type"`
+	Name   string          `json:"name"`
+	Schema json.RawMessage `json:"schema"`
 }
 
 // Translate maps a /v1/messages body to the pool's Responses create body.
@@ -75,6 +81,9 @@ func Translate(body []byte, opts Options) (Translated, error) {
 	}
 	if len(req.Messages) == 0 {
 		return Translated{}, badRequest("messages: at least one message is required")
+	}
+	if len(req.StopSequences) > 0 {
+		return Translated{}, badRequest("stop_sequences: not supported: the origin cannot stop at a sequence, so the pool would answer past it; remove stop_sequences")
 	}
 	toolNames := make([]string, 0, len(req.Tools))
 	for _, t := range req.Tools {
@@ -94,7 +103,7 @@ func Translate(body []byte, opts Options) (Translated, error) {
 		ToolChoice:        mapToolChoice(req.ToolChoice, names),
 		ParallelToolCalls: &parallel,
 		Reasoning:         capForCompaction(mapReasoning(req.Thinking, req.OutputConfig), body),
-		Text:              textFormat(req.OutputConfig),
+		Text:              textFormat(req.format()),
 		Include:           []string{"reasoning.encrypted_content"},
 		ServiceTier:       serviceTier(req.ServiceTier, req.Speed),
 		PromptCacheKey:    cacheKey(opts, req.metadataUserID()),
@@ -105,6 +114,14 @@ func Translate(body []byte, opts Options) (Translated, error) {
 		return Translated{}, badRequest("the request cannot be translated: " + err.Error())
 	}
 	return Translated{Body: b, Stream: req.Stream, Model: req.Model, Names: names}, nil
+}
+
+// format is the structured output asked for: output_config.format, else output_format.
+func (r *messagesRequest) format() *outputFormat {
+	if r.OutputConfig != nil && r.OutputConfig.Format != nil {
+		return r.OutputConfig.Format
+	}
+	return r.OutputFormat
 }
 
 func (r *messagesRequest) metadataUserID() string {

@@ -34,6 +34,12 @@ func TestTranslate(t *testing.T) {
 			want: []string{`"parameters":{"type":"object","properties":{"n":{"type":"integer","maximum":9007199254740993}}}`}},
 		{name: "unknown block stands as a note", body: `{"messages":[{"role":"user","content":[{"type":"container_upload","file_id":"file_1"},{"type":"text","text":"x"}]}]}`,
 			want: []string{`"content":[{"type":"input_text","text":"[unsupported content block omitted: container_upload]"},{"type":"input_text","text":"x"}]`}},
+		{name: "output_format (structured outputs beta)", body: `{"messages":[{"role":"user","content":"x"}],"output_format":{"type":"json_schema","schema":{"type":"object","properties":{"a":{"type":"string"}}}}}`,
+			want: []string{`"text":{"format":{"name":"output","schema":{"additionalProperties":false,"properties":{"a":{"type":"string"}},"required":["a"],"type":"object"},"strict":true,"type":"json_schema"}}`}},
+		{name: "no stop sequences is fine", body: `{"messages":[{"role":"user","content":"x"}],"stop_sequences":[]}`, want: []string{`"input":`}},
+		{name: "tool_choice auto keeps parallel calls", body: `{"messages":[{"role":"user","content":"x"}],"tool_choice":{"type":"auto"}}`, want: []string{`"tool_choice":"auto","parallel_tool_calls":true`}},
+		{name: "base64 image with text", body: `{"messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/jpeg","data":"/9j/"}},{"type":"text","text":"what?"}]}]}`,
+			want: []string{`"content":[{"type":"input_image","image_url":"data:image/jpeg;base64,/9j/"},{"type":"input_text","text":"what?"}]`}},
 		{name: "long call id", body: `{"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"` + longID + `","name":"X","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"` + longID + `","content":"ok"}]}]}`,
 			want: []string{`"call_id":"` + wire.ShortID(longID) + `","name":"X"`, `"call_id":"` + wire.ShortID(longID) + `","output":"ok"`}},
 		{name: "long tool name", body: `{"messages":[{"role":"user","content":"x"}],"tools":[{"name":"` + longMCP + `","input_schema":null}],"tool_choice":{"type":"tool","name":"` + longMCP + `"}}`,
@@ -94,6 +100,7 @@ func TestTranslateRefuses(t *testing.T) {
 		{"bad role", `{"messages":[{"role":"tool","content":"x"}]}`, "role"},
 		{"bad content", `{"messages":[{"role":"user","content":7}]}`, "content"},
 		{"only empty text", `{"messages":[{"role":"user","content":""}]}`, "no content"},
+		{"stop sequences", `{"messages":[{"role":"user","content":"x"}],"stop_sequences":["END"]}`, "stop_sequences"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

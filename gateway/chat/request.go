@@ -52,6 +52,7 @@ type chatRequest struct {
 	ResponseFormat  json.RawMessage `json:"response_format"`
 	PromptCacheKey  string          `json:"prompt_cache_key"`
 	N               *int            `json:"n"`
+	Stop            json.RawMessage `json:"stop"`
 }
 
 // Translate maps a Chat Completions request body to the pool's Responses request.
@@ -62,6 +63,9 @@ func Translate(body []byte) (*Request, error) {
 	}
 	if cr.N != nil && *cr.N != 1 {
 		return nil, refuse("n", "must be 1: the pool answers with one choice")
+	}
+	if hasStop(cr.Stop) {
+		return nil, refuse("stop", "stop sequences are not supported: the origin cannot stop at one, so the pool would answer past it; remove stop")
 	}
 	if len(cr.Messages) == 0 {
 		return nil, refuse("messages", "must be a non-empty array of messages")
@@ -145,3 +149,18 @@ func jsonSchemaFormat(js json.RawMessage) (json.RawMessage, error) {
 
 // joinText joins the system and developer texts.
 func joinText(parts []string) string { return strings.Join(parts, "\n\n") }
+
+// hasStop reports whether stop names a sequence: null, "" and [] do not.
+func hasStop(stop json.RawMessage) bool {
+	var one string
+	var many []string
+	switch {
+	case len(stop) == 0 || bytes.Equal(stop, []byte("null")):
+		return false
+	case json.Unmarshal(stop, &one) == nil:
+		return one != ""
+	case json.Unmarshal(stop, &many) == nil:
+		return len(many) > 0
+	}
+	return true
+}

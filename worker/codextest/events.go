@@ -231,6 +231,8 @@ type genRequest struct {
 	Instructions json.RawMessage `json:"instructions"`
 	Tools        json.RawMessage `json:"tools"`
 	Include      json.RawMessage `json:"include"`
+	// Text is the text option: a json_schema or json_object format asks for structured output.
+	Text json.RawMessage `json:"text"`
 }
 
 // overrides returns the per-request settings (sim_fault, sim_latency_ms, …): metadata when the
@@ -409,6 +411,10 @@ func (b *stepBuilder) reply(p plan, t *turn) {
 	case text != "":
 		b.message(p, []string{text})
 		u.OutputTokens = len(strings.Fields(text))
+	case t.format != "":
+		answer := structuredAnswer(t, p.words)
+		b.message(p, jsonDeltas(answer))
+		u.OutputTokens = max(1, len(answer)/4)
 	default:
 		b.message(p, answerDeltas(t.prompt, p.words))
 		u.OutputTokens = p.words

@@ -203,6 +203,7 @@ func (s *Server) begin(acct *account, req *genRequest, sse bool, now time.Time) 
 		return nil, badRequestEvent(err.Error())
 	}
 	s.c.responses.Add(1)
+	s.c.images.Add(int64(t.images))
 	if sse {
 		s.c.sse.Add(1)
 	}

@@ -47,6 +47,8 @@ type Stats struct {
 	CachedTokens int64 `json:"cached_tokens"`
 	// ToolCalls counts the function_call output items of the responses started.
 	ToolCalls int64 `json:"tool_calls"`
+	// Images counts the input_image parts of the requests answered (messages and tool outputs).
+	Images int64 `json:"images"`
 
 	// FrameBytes sums the sizes of the response.create frames received over WebSockets: the
 	// bytes clients sent upstream (see also Server.Turns, per frame).
@@ -67,7 +69,7 @@ type counters struct {
 	responses, sse, completed, reused, busy, faults              atomic.Int64
 	httpRejected, unauthorized, usageLimited, unsupported        atomic.Int64
 	refreshCalls, refreshOK, refreshReused, refreshInvalidated   atomic.Int64
-	frameBytes, continued, previousNotFound                      atomic.Int64
+	frameBytes, continued, previousNotFound, images              atomic.Int64
 	tokens                                                       tokenCounters
 }
 
@@ -104,7 +106,7 @@ func (c *counters) reset() {
 		&c.upgrades426, &c.responses, &c.sse, &c.completed, &c.reused, &c.busy, &c.faults,
 		&c.httpRejected, &c.unauthorized, &c.usageLimited, &c.unsupported,
 		&c.refreshCalls, &c.refreshOK, &c.refreshReused, &c.refreshInvalidated,
-		&c.frameBytes, &c.continued, &c.previousNotFound} {
+		&c.frameBytes, &c.continued, &c.previousNotFound, &c.images} {
 		v.Store(0)
 	}
 	c.tokens.reset()
@@ -140,6 +142,7 @@ func (s *Server) Stats() Stats {
 		InputTokens:        s.c.tokens.input.Load(),
 		CachedTokens:       s.c.tokens.cached.Load(),
 		ToolCalls:          s.c.tokens.calls.Load(),
+		Images:             s.c.images.Load(),
 		FrameBytes:         s.c.frameBytes.Load(),
 		Continued:          s.c.continued.Load(),
 		PreviousNotFound:   s.c.previousNotFound.Load(),

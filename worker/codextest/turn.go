@@ -15,6 +15,9 @@ type turn struct {
 	tools     map[string]bool // the function names the request declares
 	reasoning bool            // include asks for reasoning.encrypted_content
 	cached    float64         // the share of the serialized input found in the prompt cache
+	format    string          // "json_schema" or "json_object": a structured output (structured.go)
+	schema    map[string]any  // the json_schema format's schema
+	images    int             // input_image parts in the input
 }
 
 // inputItem is the part of an input item a turn reads.
@@ -32,6 +35,7 @@ type inputItem struct {
 // function_call and on a reasoning item whose encrypted_content the server did not issue.
 func readTurn(req *genRequest) (*turn, error) {
 	t := &turn{prompt: promptOfInput(req.Input), tools: declaredTools(req.Tools)}
+	t.format, t.schema = structuredFormat(req.Text)
 	var include []string
 	_ = json.Unmarshal(req.Include, &include) // unreadable = nothing included
 	t.reasoning = slices.Contains(include, includeEncrypted)
@@ -61,6 +65,7 @@ func (t *turn) readItems(items []inputItem) error {
 				return fmt.Errorf("no tool call found for function call output with call_id %s", it.CallID)
 			}
 			t.results = append(t.results, toolResult{callID: it.CallID, name: name, output: outputText(it.Output)})
+			t.images += countImages(it.Output)
 		case "reasoning":
 			if it.EncryptedContent != nil && !issuedEncrypted(*it.EncryptedContent) {
 				return fmt.Errorf("the encrypted content %.20q could not be verified", *it.EncryptedContent)
@@ -77,6 +82,7 @@ func (t *turn) readItems(items []inputItem) error {
 // environment as one after the user's ask) are instructions, not the user's ask: they change
 // neither.
 func (t *turn) message(it inputItem) {
+	t.images += countImages(it.Content)
 	switch it.Role {
 	case "assistant":
 		t.results = nil
@@ -117,4 +123,21 @@ func (t *turn) decide(defaults []ToolCall) (string, []ToolCall) {
 		return fmt.Sprintf("sim: tool %q is not declared in the request's tools", name), nil
 	}
 	return "", calls
+}
+
+// countImages counts the input_image parts of a message's content or a call's output.
+func countImages(content json.RawMessage) int {
+	var parts []struct {
+		Type string `json:"type"`
+	}
+	if json.Unmarshal(content, &parts) != nil {
+		return 0
+	}
+	n := 0
+	for _, p := range parts {
+		if p.Type == "input_image" {
+			n++
+		}
+	}
+	return n
 }
