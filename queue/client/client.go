@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"math/rand/v2"
 	"strconv"
@@ -130,110 +131,29 @@ func (c *Client) Generate(ctx context.Context, req []byte, hdr nats.Header) (*Re
 }
 
 // Stream sends req with "stream": true set and calls fn with each event in Codex-Seq order until
-// the end-of-stream sentinel. An error message ends the stream with a *schemas.Error; an error from
-// fn stops reading and is returned. The Reply is built from the response.completed event. A
-// worker_busy answer before any event is retried as configured; no responders wraps
-// nats.ErrNoResponders.
+// the end-of-stream sentinel: Open and Next in a loop. An error message ends the stream with a
+// *schemas.Error; an error from fn stops reading (the pool is told to stop the request) and is
+// returned. The Reply is built from the response.completed event. A worker_busy answer before
+// any event is retried as configured; no responders wraps nats.ErrNoResponders.
 func (c *Client) Stream(ctx context.Context, req []byte, hdr nats.Header, fn func(event []byte) error) (*Reply, error) {
-	ctx, cancel := c.withTimeout(ctx)
-	defer cancel()
-	body, err := forceStream(req)
+	evs, err := c.Open(ctx, req, hdr)
 	if err != nil {
 		return nil, err
 	}
-	hdr = withRequestID(hdr)
-	for attempt := 0; ; attempt++ {
-		r, retry, err := c.streamOnce(ctx, body, hdr, fn)
-		if errors.Is(err, errGaveUp) {
-			c.cancel(hdr.Get(schemas.HeaderRequestID))
-			return nil, errors.Unwrap(err)
-		}
-		if e, ok := schemas.AsError(err); ok && retry && e.Code == schemas.CodeWorkerBusy && attempt < c.opts.RetryBusy {
-			if err := sleepCtx(ctx, busyWait(attempt, e.RetryAfter)); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		return r, err
-	}
-}
-
-// streamOnce sends one streaming request. retry reports that it failed before any event reached
-// fn, so sending it again cannot repeat events.
-func (c *Client) streamOnce(ctx context.Context, body []byte, hdr nats.Header, fn func([]byte) error) (r *Reply, retry bool, err error) {
-	inbox := c.nc.NewRespInbox()
-	// An async subscription feeding our own queue: a sync one preallocates a 64K-slot channel
-	// (512 KiB) per stream, which dominated the cost of a streamed request.
-	q := newMsgQueue()
-	sub, err := c.nc.Subscribe(inbox, q.push)
-	if err != nil {
-		return nil, false, fmt.Errorf("queue: subscribe %s: %w", inbox, err)
-	}
-	defer func() { _ = sub.Unsubscribe() }()
-	m := c.request(ctx, body, hdr)
-	m.Reply = inbox
-	if err := c.nc.PublishMsg(m); err != nil {
-		return nil, false, fmt.Errorf("queue: publish on %s: %w", c.opts.Subject, err)
-	}
-	r = &Reply{}
-	seq := 0
+	defer evs.Close()
 	for {
-		msg, err := q.pop(ctx)
+		ev, err := evs.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			return evs.Reply(), nil
+		}
 		if err != nil {
-			return nil, false, gaveUp(err)
+			return nil, err
 		}
-		if len(msg.Data) == 0 {
-			if len(msg.Header) == 0 {
-				if r.Response == nil {
-					return nil, false, errors.New("queue: stream ended without response.completed")
-				}
-				return r, false, nil // sentinel
-			}
-			if msg.Header.Get("Status") == "503" {
-				return nil, false, fmt.Errorf("queue: request on %s: %w", c.opts.Subject, nats.ErrNoResponders)
-			}
-		}
-		if e := replyError(msg); e != nil {
-			return nil, seq == 0, e
-		}
-		n, err := strconv.Atoi(msg.Header.Get(schemas.HeaderSeq))
-		if err != nil || n != seq+1 {
-			return nil, false, fmt.Errorf("queue: stream event out of order: got Codex-Seq %q, want %d", msg.Header.Get(schemas.HeaderSeq), seq+1)
-		}
-		seq = n
-		if seq == 1 {
-			r.RequestID = msg.Header.Get(schemas.HeaderRequestID)
-			r.Worker = msg.Header.Get(schemas.HeaderWorker)
-		}
-		if a := msg.Header.Get(schemas.HeaderAccount); a != "" {
-			r.Account = a
-		}
-		if raw, ok := schemas.CompletedResponse(msg.Data); ok {
-			resp, err := schemas.WithOutputText(raw)
-			if err != nil {
-				resp = raw
-			}
-			r.Response = resp
-			r.OutputText = outputText(resp)
-		}
-		if err := fn(msg.Data); err != nil {
-			return nil, false, gaveUp(err)
+		if err := fn(ev); err != nil {
+			return nil, err // Close stops the request at the pool
 		}
 	}
 }
-
-// errGaveUp marks a stream the client stopped reading (its context ended or fn failed): the
-// worker is told to stop it.
-var errGaveUp = errors.New("client: gave up")
-
-// gaveUp wraps err so that Stream cancels the request and returns err itself.
-func gaveUp(err error) error { return &gaveUpError{err} }
-
-type gaveUpError struct{ err error }
-
-func (e *gaveUpError) Error() string        { return e.err.Error() }
-func (e *gaveUpError) Unwrap() error        { return e.err }
-func (e *gaveUpError) Is(target error) bool { return target == errGaveUp }
 
 // cancel tells the pool to stop request id (best effort: a worker that finished already, or
 // never got it, ignores it). It flushes briefly so the message leaves even if the caller closes
@@ -354,8 +274,9 @@ func (q *msgQueue) push(m *nats.Msg) {
 	}
 }
 
-// pop returns the oldest message, waiting for one until ctx is done.
-func (q *msgQueue) pop(ctx context.Context) (*nats.Msg, error) {
+// pop returns the oldest message, waiting for one until ctx or req is done (its error),
+// or idle fires (ErrIdle).
+func (q *msgQueue) pop(ctx, req context.Context, idle <-chan time.Time) (*nats.Msg, error) {
 	for {
 		q.mu.Lock()
 		if len(q.msgs) > 0 {
@@ -370,6 +291,10 @@ func (q *msgQueue) pop(ctx context.Context) (*nats.Msg, error) {
 		case <-q.ready:
 		case <-ctx.Done():
 			return nil, ctx.Err()
+		case <-req.Done():
+			return nil, req.Err()
+		case <-idle:
+			return nil, ErrIdle
 		}
 	}
 }
