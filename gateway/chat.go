@@ -85,7 +85,7 @@ func chatID(id string) string { return "chatcmpl-" + id }
 // chatOneShot consumes the pool's stream and answers with one chat.completion.
 func (g *Gateway) chatOneShot(ctx context.Context, w http.ResponseWriter, req *chat.Request, hdr nats.Header, id string) outcome {
 	c := chat.NewCompletion(req, chatID(id), time.Now())
-	_, err := g.streamPool(ctx, req.Body, hdr, func(ev []byte) error {
+	err := g.streamPool(ctx, req.Body, hdr, func(ev []byte) error {
 		c.Event(ev)
 		return nil
 	})

@@ -93,7 +93,7 @@ func (g *Gateway) createMessage(w http.ResponseWriter, r *http.Request, id strin
 		return o
 	}
 	var col anthropic.Collector
-	_, err := g.streamPool(ctx, tr.Body, hdr, func(ev []byte) error { col.Event(ev); return nil })
+	err := g.streamPool(ctx, tr.Body, hdr, func(ev []byte) error { col.Event(ev); return nil })
 	if !col.Done() {
 		if err == nil {
 			err = errors.New("the pool's stream ended without a terminal event")

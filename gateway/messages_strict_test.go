@@ -19,14 +19,14 @@ func TestTranslatedRoutesDropRefusedFields(t *testing.T) {
 		status           int
 	}{
 		{name: "messages", path: "/v1/messages", status: 200,
-			body: `{"model":"claude-sonnet-5-5","max_tokens":1024,"temperature":1,"top_p":0.9,"top_k":5,"stop_sequences":["x"],` +
+			body: `{"model":"claude-sonnet-5-5","max_tokens":1024,"temperature":1,"top_p":0.9,"top_k":5,` +
 				`"metadata":{"user_id":"u"},"system":[{"type":"text","text":"Be brief.","cache_control":{"type":"ephemeral"}}],` +
 				`"messages":[{"role":"user","content":"Say hello"}]}`},
 		{name: "messages streamed", path: "/v1/messages", status: 200,
 			body: `{"model":"claude-sonnet-5-5","max_tokens":1024,"stream":true,"temperature":1,"metadata":{"user_id":"u"},"messages":[{"role":"user","content":"Say hello"}]}`},
 		{name: "chat", path: "/v1/chat/completions", status: 200,
 			body: `{"model":"gpt-5.1-codex","temperature":0.2,"top_p":1,"max_tokens":10,"max_completion_tokens":10,"metadata":{"a":"b"},` +
-				`"user":"u","n":1,"stop":["x"],"stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"Say hello"}]}`},
+				`"user":"u","n":1,"stop":null,"stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"Say hello"}]}`},
 		{name: "responses", path: "/v1/responses", status: 400, body: `{"model":"gpt-5.1-codex","input":"Say hello","temperature":0.2}`},
 	}
 	for _, tt := range tests {

@@ -261,7 +261,7 @@ func TestMessagesOriginOutcomes(t *testing.T) {
 // translated (the simulator answers it).
 func TestMessagesToolHistory(t *testing.T) {
 	p := newPool(t, poolOptions{})
-	body := `{"model":"claude-opus-4-1","max_tokens":32000,"temperature":1,"top_p":0.9,"top_k":5,"stop_sequences":["x"],
+	body := `{"model":"claude-opus-4-1","max_tokens":32000,"temperature":1,"top_p":0.9,"top_k":5,
 		"metadata":{"user_id":"user_1_account__session_abc"},"thinking":{"type":"enabled","budget_tokens":4000},
 		"system":[{"type":"text","text":"x-anthropic-billing-header: cc_version=2"},{"type":"text","text":"You are Claude Code.","cache_control":{"type":"ephemeral"}}],
 		"tools":[{"name":"Bash","description":"Run a command","input_schema":{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"command":{"type":"string"}},"required":["command"]}}],

@@ -2,59 +2,64 @@ package gateway
 
 import (
 	"context"
+	"errors"
+	"io"
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/codexpool/codexpool/queue/client"
 )
 
 // relay is the loop every streamed route runs: the pool's events, translated and written by
-// onEvent as they arrive; SSE keep-alive comments while the origin is silent (after onIdle, which
-// may flush what onEvent held back); and, when the pool request ends, onEnd's answer. After a
-// failed write nothing more is written and the pool request is cancelled; onEnd gets that write's
-// error. onEvent reports whether it wrote anything (which restarts the keep-alive timer).
+// onEvent as they arrive; SSE keep-alive comments while nothing was written for KeepAlive (after
+// onIdle, which may flush what onEvent held back); and, when the pool request ends, onEnd's
+// answer. After a failed write nothing more is written and the pool request is stopped; onEnd
+// gets that write's error. onEvent reports whether it wrote anything.
 type relay struct {
 	onEvent func(ev []byte) (wrote bool, err error)
 	onIdle  func() error // nil: nothing to flush
 	onEnd   func(err, writeErr error) outcome
 }
 
-// relay streams body from the pool through r, writing to sw.
+// relay streams body from the pool through r, writing to sw, all on the handler's goroutine.
 func (g *Gateway) relay(ctx context.Context, sw *sse, body []byte, hdr nats.Header, r relay) outcome {
-	events, end, cancel := g.poolStream(ctx, body, hdr)
-	defer cancel()
-	keepAlive := time.NewTimer(g.cfg.KeepAlive)
-	defer keepAlive.Stop()
-	var writeErr error
+	p, err := g.openPool(ctx, body, hdr)
+	if err != nil {
+		return r.onEnd(err, nil)
+	}
+	defer p.Close()
+	lastWrite := time.Now()
 	for {
-		select {
-		case ev := <-events:
-			if writeErr != nil {
-				continue // the client is gone; the stream is being cancelled
+		ev, err := p.Next(ctx, max(time.Millisecond, g.cfg.KeepAlive-time.Since(lastWrite)))
+		switch {
+		case errors.Is(err, client.ErrIdle):
+			if err := g.keepAlive(sw, r); err != nil {
+				return r.onEnd(context.Canceled, err)
 			}
-			wrote, err := r.onEvent(ev)
-			if writeErr = err; writeErr != nil {
-				cancel()
-			}
-			if wrote {
-				keepAlive.Reset(g.cfg.KeepAlive)
-			}
-		case <-keepAlive.C:
-			if writeErr != nil {
-				continue
-			}
-			if r.onIdle != nil {
-				writeErr = r.onIdle()
-			}
-			if writeErr == nil {
-				writeErr = sw.comment("keep-alive")
-			}
-			if writeErr != nil {
-				cancel()
-			}
-			keepAlive.Reset(g.cfg.KeepAlive)
-		case err := <-end:
-			// fn hands over every event before Stream returns, so nothing is left in events.
-			return r.onEnd(err, writeErr)
+			lastWrite = time.Now()
+			continue
+		case errors.Is(err, io.EOF):
+			return r.onEnd(nil, nil)
+		case err != nil:
+			return r.onEnd(err, nil)
+		}
+		wrote, err := r.onEvent(ev)
+		if err != nil {
+			return r.onEnd(context.Canceled, err)
+		}
+		if wrote {
+			lastWrite = time.Now()
 		}
 	}
+}
+
+// keepAlive flushes what r held back and writes a keep-alive comment.
+func (g *Gateway) keepAlive(sw *sse, r relay) error {
+	if r.onIdle != nil {
+		if err := r.onIdle(); err != nil {
+			return err
+		}
+	}
+	return sw.comment("keep-alive")
 }

@@ -165,28 +165,6 @@ func (g *Gateway) stream(ctx context.Context, w http.ResponseWriter, req request
 	})
 }
 
-// poolStream runs body as a streamed pool request and hands its events to the caller's goroutine,
-// so that the handler alone writes to the client and one select can interleave events,
-// keep-alives and the end (Client.Stream calls its callback on a goroutine of its own). end gets
-// the pool request's result once; cancel stops the request and must be called.
-func (g *Gateway) poolStream(ctx context.Context, body []byte, hdr nats.Header) (events <-chan []byte, end <-chan error, cancel func()) {
-	sctx, cancel := context.WithCancel(ctx)
-	evs := make(chan []byte)
-	done := make(chan error, 1)
-	go func() {
-		_, err := g.streamPool(sctx, body, hdr, func(ev []byte) error {
-			select {
-			case evs <- ev:
-				return nil
-			case <-sctx.Done():
-				return sctx.Err()
-			}
-		})
-		done <- err
-	}()
-	return evs, done, cancel
-}
-
 // endStream answers the end of a stream: err is what the pool request returned, writeErr the
 // write that failed (the client is gone or stalled), if one did.
 func (g *Gateway) endStream(ctx context.Context, w http.ResponseWriter, sw *sse, err, writeErr error) outcome {

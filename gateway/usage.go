@@ -114,43 +114,6 @@ func (g *Gateway) generate(ctx context.Context, body []byte, hdr nats.Header) (*
 	return reply, err
 }
 
-// streamPool is cl.Stream, admitted and metered: the tokens come from the terminal event
-// (response.completed, or response.incomplete and response.failed, which report them too).
-func (g *Gateway) streamPool(ctx context.Context, body []byte, hdr nats.Header, fn func([]byte) error) (*client.Reply, error) {
-	t, rec, release, err := g.admit(ctx, body)
-	if err != nil {
-		return nil, err
-	}
-	meteredHere(t, hdr)
-	started := false
-	stream := func(fn func([]byte) error) (*client.Reply, error) {
-		return g.onStickyWorker(body, hdr, func() bool { return started }, func(cl *client.Client) (*client.Reply, error) {
-			return cl.Stream(ctx, body, hdr, func(ev []byte) error { started = true; return fn(ev) })
-		})
-	}
-	if t == nil {
-		return stream(fn)
-	}
-	defer release()
-	reply, err := stream(func(ev []byte) error {
-		switch fastType(ev) {
-		case "response.completed", "response.incomplete", "response.failed":
-			var e struct {
-				Response json.RawMessage `json:"response"`
-			}
-			if json.Unmarshal(ev, &e) == nil {
-				tokensOf(&rec, e.Response)
-			}
-		}
-		return fn(ev)
-	})
-	if reply != nil {
-		rec.Account = reply.Account
-	}
-	g.record(rec, err)
-	return reply, err
-}
-
 // record completes rec with how the request ended and hands it to the meter.
 func (g *Gateway) record(rec usage.Record, err error) {
 	if err != nil {
