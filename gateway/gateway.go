@@ -102,7 +102,8 @@ type Gateway struct {
 	log   *slog.Logger
 	keys  keyring
 
-	models []byte // the GET /v1/models body
+	mux    *http.ServeMux // routes.go
+	models []byte         // the GET /v1/models body
 	ready  readiness
 }
 
@@ -148,6 +149,7 @@ func New(cl *client.Client, nc *nats.Conn, cfg Config) *Gateway {
 	}
 	g.keys = append(g.keys, cfg.ClientKeys...)
 	g.models = modelList(cfg.Models)
+	g.mux = g.routes()
 	return g
 }
 
@@ -180,7 +182,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if g.cfg.Meter != nil {
 		r = r.WithContext(g.metered(r.Context(), c.key))
 	}
-	o := g.route(w, r, c)
+	o := g.serveRoute(w, r, c)
 	if r.Context().Err() != nil && o.code != "ok" {
 		o.status, o.code = StatusClientClosed, CodeClientClosed
 	}
@@ -223,81 +225,6 @@ type call struct {
 func (g *Gateway) identify(r *http.Request) call {
 	o, k, authed := g.authorize(r)
 	return call{id: newRequestID(o), owner: o, authed: authed, key: k}
-}
-
-func (g *Gateway) route(w http.ResponseWriter, r *http.Request, c call) outcome {
-	p := r.URL.Path
-	switch p {
-	case "/healthz":
-		return g.healthz(w, r)
-	case "/readyz":
-		return g.readyz(w, r)
-	}
-	if p == "/dashboard" || strings.HasPrefix(p, "/dashboard/") {
-		return g.dashboard(w, r)
-	}
-	if p == "/backend-api/wham/usage" || p == "/api/codex/usage" {
-		return g.routeQuota(w, r, c)
-	}
-	if !strings.HasPrefix(p, "/v1/") {
-		return g.notFound(w, r)
-	}
-	g.sendQuota(w, r, c)
-	if p == "/v1/messages" || strings.HasPrefix(p, "/v1/messages/") {
-		return g.routeMessages(w, r, c) // Anthropic Messages: its own key header and error shape
-	}
-	if (p == "/v1/models" || strings.HasPrefix(p, "/v1/models/")) && speaksAnthropic(r) {
-		return g.anthropicModels(w, r, c) // the same models in Anthropic's shape
-	}
-	if len(g.keys) == 0 {
-		if a := localOnly(r); a != nil {
-			a.write(w)
-			return failed(a)
-		}
-	}
-	if !c.authed {
-		a := newAPIError(http.StatusUnauthorized, CodeInvalidAPIKey, "",
-			"missing or unknown API key: send Authorization: Bearer <key> with one of the gateway's keys")
-		a.write(w)
-		return failed(a)
-	}
-	switch {
-	case p == "/v1/responses":
-		if r.Method == http.MethodGet && isWebSocket(r) {
-			return g.serveWS(w, r, c) // ws.go
-		}
-		if r.Method != http.MethodPost {
-			return g.methodNotAllowed(w, r, http.MethodPost)
-		}
-		return g.createResponse(w, r, c.id)
-	case strings.HasPrefix(p, "/v1/responses/"):
-		if r.Method != http.MethodGet {
-			return g.methodNotAllowed(w, r, http.MethodGet)
-		}
-		return g.getResponse(w, r, c.owner, strings.TrimPrefix(p, "/v1/responses/"))
-	case p == "/v1/chat/completions":
-		if r.Method != http.MethodPost {
-			return g.methodNotAllowed(w, r, http.MethodPost)
-		}
-		return g.chatCompletions(w, r, c.id)
-	case p == "/v1/usage":
-		if r.Method != http.MethodGet {
-			return g.methodNotAllowed(w, r, http.MethodGet)
-		}
-		return g.getUsage(w, r, c.key)
-	case p == "/v1/models":
-		if r.Method != http.MethodGet {
-			return g.methodNotAllowed(w, r, http.MethodGet)
-		}
-		writeJSON(w, http.StatusOK, g.models)
-		return ok(http.StatusOK)
-	case strings.HasPrefix(p, "/v1/models/"):
-		if r.Method != http.MethodGet {
-			return g.methodNotAllowed(w, r, http.MethodGet)
-		}
-		return g.getModel(w, strings.TrimPrefix(p, "/v1/models/"))
-	}
-	return g.notFound(w, r)
 }
 
 func (g *Gateway) notFound(w http.ResponseWriter, r *http.Request) outcome {

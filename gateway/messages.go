@@ -17,41 +17,6 @@ import (
 // and from the pool's Responses requests by package anthropic. Keys come as x-api-key or
 // Authorization: Bearer; any anthropic-version is accepted; every error is in Anthropic's shape.
 
-// routeMessages serves /v1/messages and /v1/messages/*: the same keys and local-only rules as
-// the rest of /v1/, answered in Anthropic's error shape.
-func (g *Gateway) routeMessages(w http.ResponseWriter, r *http.Request, c call) outcome {
-	if a := g.anthropicAuth(r, c); a != nil {
-		return g.messageError(w, a)
-	}
-	var serve func(http.ResponseWriter, *http.Request, string) outcome
-	switch r.URL.Path {
-	case "/v1/messages":
-		serve = g.createMessage
-	case "/v1/messages/count_tokens":
-		serve = g.countTokens
-	default:
-		return g.messageError(w, newAPIError(http.StatusNotFound, CodeNotFound, "", "gateway: no route for "+r.Method+" "+r.URL.Path))
-	}
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		return g.messageError(w, newAPIError(http.StatusMethodNotAllowed, CodeMethod, "", "gateway: "+r.URL.Path+" takes POST, not "+r.Method))
-	}
-	return serve(w, r, c.id)
-}
-
-// anthropicAuth applies the keys and local-only rules to an Anthropic client's request, whose
-// key may come as x-api-key (authorize reads it there); nil lets it through.
-func (g *Gateway) anthropicAuth(r *http.Request, c call) *apiError {
-	if len(g.keys) == 0 {
-		return localOnly(r)
-	}
-	if !c.authed {
-		return newAPIError(http.StatusUnauthorized, CodeInvalidAPIKey, "",
-			"missing or unknown API key: send x-api-key: <key> or Authorization: Bearer <key> with one of the gateway's keys")
-	}
-	return nil
-}
-
 // translateMessage reads and translates a /v1/messages (or count_tokens) body.
 func (g *Gateway) translateMessage(w http.ResponseWriter, r *http.Request) (anthropic.Translated, *anthropic.Error) {
 	raw, a := g.readBody(w, r)

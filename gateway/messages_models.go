@@ -20,10 +20,7 @@ func speaksAnthropic(r *http.Request) bool {
 
 // anthropicModels serves the model routes to an Anthropic client. A single model is found
 // when the pool serves it or the model map names it (e.g. claude-sonnet-* with a rule for it).
-func (g *Gateway) anthropicModels(w http.ResponseWriter, r *http.Request, c call) outcome {
-	if a := g.anthropicAuth(r, c); a != nil {
-		return g.messageError(w, a)
-	}
+func (g *Gateway) anthropicModels(w http.ResponseWriter, r *http.Request) outcome {
 	if r.Method != http.MethodGet {
 		w.Header().Set("Allow", http.MethodGet)
 		return g.messageError(w, newAPIError(http.StatusMethodNotAllowed, CodeMethod, "", "gateway: "+r.URL.Path+" takes GET, not "+r.Method))

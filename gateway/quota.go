@@ -279,20 +279,3 @@ func poolQuota(accts map[string][]statsWindow) Quota {
 	}
 	return q
 }
-
-// routeQuota serves the usage routes with the rules of /v1/: the same keys, or this machine only.
-func (g *Gateway) routeQuota(w http.ResponseWriter, r *http.Request, c call) outcome {
-	if len(g.keys) == 0 {
-		if a := localOnly(r); a != nil {
-			a.write(w)
-			return failed(a)
-		}
-	}
-	if !c.authed {
-		a := newAPIError(http.StatusUnauthorized, CodeInvalidAPIKey, "",
-			"missing or unknown API key: send Authorization: Bearer <key> with one of the gateway's keys")
-		a.write(w)
-		return failed(a)
-	}
-	return g.getQuota(w, r)
-}
