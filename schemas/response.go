@@ -24,31 +24,58 @@ type Response struct {
 	IncompleteDetails *IncompleteDetails `json:"incomplete_details,omitempty"` // set when Status is "incomplete"
 }
 
-// OutputItem is one item of Response.Output. Only message items have Content that matters for
-// the answer's text; other types (reasoning, function_call, ...) carry more fields, not decoded.
+// OutputItem is one item of Response.Output, and the item of an output_item event: a message
+// (Content), a function_call (CallID, Name, Arguments) or reasoning (Summary, EncryptedContent).
+// Other types carry more fields, not decoded.
 type OutputItem struct {
 	ID      string        `json:"id,omitempty"`
 	Type    string        `json:"type"`
 	Role    string        `json:"role,omitempty"`
 	Status  string        `json:"status,omitempty"`
 	Content []ContentPart `json:"content,omitempty"`
+
+	CallID           string        `json:"call_id,omitempty"`
+	Name             string        `json:"name,omitempty"`
+	Arguments        string        `json:"arguments,omitempty"`
+	EncryptedContent string        `json:"encrypted_content,omitempty"`
+	Summary          []SummaryPart `json:"summary,omitempty"`
 }
 
-// ContentPart is one part of an OutputItem's content, e.g. {"type":"output_text","text":"Hi"}.
+// ContentPart is one part of an OutputItem's content, e.g. {"type":"output_text","text":"Hi"},
+// or a refusal.
 type ContentPart struct {
-	Type string `json:"type"`
-	Text string `json:"text,omitempty"`
+	Type    string `json:"type"`
+	Text    string `json:"text,omitempty"`
+	Refusal string `json:"refusal,omitempty"`
+}
+
+// SummaryPart is one part of a reasoning item's summary.
+type SummaryPart struct {
+	Text string `json:"text"`
 }
 
 // Usage holds the token counts the origin reports.
 type Usage struct {
-	InputTokens  int64 `json:"input_tokens"`
-	OutputTokens int64 `json:"output_tokens"`
-	TotalTokens  int64 `json:"total_tokens"`
+	InputTokens         int64               `json:"input_tokens"`
+	OutputTokens        int64               `json:"output_tokens"`
+	TotalTokens         int64               `json:"total_tokens"`
+	InputTokensDetails  InputTokensDetails  `json:"input_tokens_details"`
+	OutputTokensDetails OutputTokensDetails `json:"output_tokens_details"`
 }
 
-// ResponseError is the error of a failed response (response.failed).
+// InputTokensDetails is usage.input_tokens_details: the input tokens read from the prompt cache.
+type InputTokensDetails struct {
+	CachedTokens int64 `json:"cached_tokens"`
+}
+
+// OutputTokensDetails is usage.output_tokens_details: the output tokens spent reasoning.
+type OutputTokensDetails struct {
+	ReasoningTokens int64 `json:"reasoning_tokens"`
+}
+
+// ResponseError is the error of a failed response (response.failed) or of an error event.
 type ResponseError struct {
+	Type    string `json:"type,omitempty"`
 	Code    string `json:"code"`
 	Message string `json:"message"`
 }
@@ -80,12 +107,27 @@ func (r *Response) Text() string {
 
 // Event is one message of a streamed reply (event.schema.json), decoded as far as a client
 // usually needs: the type, the text of output_text deltas, and the response of the
-// response.* lifecycle events. Unknown types should be ignored.
+// response.* lifecycle events; for the gateway's translations also the item an event is about
+// and its function-call arguments; and the pool's own error event (Status, Code, Message).
+// Unknown types should be ignored.
 type Event struct {
 	Type           string    `json:"type"`
 	SequenceNumber *int64    `json:"sequence_number,omitempty"`
-	Delta          string    `json:"delta,omitempty"`    // response.output_text.delta
+	Delta          string    `json:"delta,omitempty"`    // response.output_text.delta and the other deltas
 	Response       *Response `json:"response,omitempty"` // response.created, ... response.completed
+
+	OutputIndex *int        `json:"output_index,omitempty"`
+	ItemID      string      `json:"item_id,omitempty"`
+	Item        *OutputItem `json:"item,omitempty"`      // response.output_item.added and .done
+	Name        string      `json:"name,omitempty"`      // response.function_call_arguments.done
+	Arguments   string      `json:"arguments,omitempty"` // response.function_call_arguments.done
+
+	// Status, Code and Message are the pool's error event (the status it would answer); Error
+	// the origin's.
+	Status  int            `json:"status,omitempty"`
+	Code    string         `json:"code,omitempty"`
+	Message string         `json:"message,omitempty"`
+	Error   *ResponseError `json:"error,omitempty"`
 }
 
 // CompletedResponse returns the raw "response" object of event when event is a

@@ -10,10 +10,10 @@ import (
 // usageOut is Anthropic's usage: input_tokens without the cached ones, which are
 // cache_read_input_tokens; the backend has no cache-write figure.
 type usageOut struct {
-	InputTokens              int `json:"input_tokens"`
-	CacheCreationInputTokens int `json:"cache_creation_input_tokens"`
-	CacheReadInputTokens     int `json:"cache_read_input_tokens"`
-	OutputTokens             int `json:"output_tokens"`
+	InputTokens              int64 `json:"input_tokens"`
+	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
+	OutputTokens             int64 `json:"output_tokens"`
 }
 
 func mapUsage(u *wire.Usage) usageOut {

@@ -147,7 +147,7 @@ func (s *Stream) closeBlock() {
 func (s *Stream) isOpen(kind, key string) bool { return s.open.kind == kind && s.open.key == key }
 
 func (s *Stream) textDelta(e *wire.Event) {
-	key := e.ItemKey()
+	key := wire.ItemKey(e)
 	if !s.isOpen("text", key) {
 		s.startBlock("text", key, obj{"type": "text", "text": ""})
 	}
@@ -156,7 +156,7 @@ func (s *Stream) textDelta(e *wire.Event) {
 }
 
 func (s *Stream) thinkingDelta(e *wire.Event) {
-	key := e.ItemKey()
+	key := wire.ItemKey(e)
 	if !s.isOpen("thinking", key) {
 		s.startBlock("thinking", key, obj{"type": "thinking", "thinking": "", "signature": ""})
 	}
@@ -166,7 +166,7 @@ func (s *Stream) thinkingDelta(e *wire.Event) {
 
 // thinkingPart separates a reasoning item's summary parts with a blank line.
 func (s *Stream) thinkingPart(e *wire.Event) {
-	if s.isOpen("thinking", e.ItemKey()) {
+	if s.isOpen("thinking", wire.ItemKey(e)) {
 		s.delta(obj{"type": "thinking_delta", "thinking": "\n\n"})
 	}
 }
@@ -177,7 +177,7 @@ func (s *Stream) itemAdded(e *wire.Event) {
 		s.calls.get(e).update(e.Item)
 		s.openCall()
 	case "reasoning":
-		s.reasoning[e.ItemKey()] = encodeSignature(e.Item.ID, e.Item.EncryptedContent)
+		s.reasoning[wire.ItemKey(e)] = encodeSignature(e.Item.ID, e.Item.EncryptedContent)
 	}
 }
 
@@ -201,7 +201,7 @@ func (s *Stream) itemDone(e *wire.Event) {
 
 // messageDone closes the message's text block, or sends its whole text when none was streamed.
 func (s *Stream) messageDone(e *wire.Event) {
-	key := e.ItemKey()
+	key := wire.ItemKey(e)
 	if s.isOpen("text", key) {
 		s.closeBlock()
 		return
@@ -216,7 +216,7 @@ func (s *Stream) messageDone(e *wire.Event) {
 // reasoningDone ends the item's thinking block with its signature; a reasoning item without
 // streamed summary still gets a signature-only block, so the client replays it.
 func (s *Stream) reasoningDone(e *wire.Event) {
-	key := e.ItemKey()
+	key := wire.ItemKey(e)
 	sig := encodeSignature(e.Item.ID, e.Item.EncryptedContent)
 	if sig == "" {
 		sig = s.reasoning[key]

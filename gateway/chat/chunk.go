@@ -43,21 +43,21 @@ type FunctionDelta struct {
 
 // Usage is the Chat Completions usage object.
 type Usage struct {
-	PromptTokens            int                     `json:"prompt_tokens"`
-	CompletionTokens        int                     `json:"completion_tokens"`
-	TotalTokens             int                     `json:"total_tokens"`
+	PromptTokens            int64                   `json:"prompt_tokens"`
+	CompletionTokens        int64                   `json:"completion_tokens"`
+	TotalTokens             int64                   `json:"total_tokens"`
 	PromptTokensDetails     PromptTokensDetails     `json:"prompt_tokens_details"`
 	CompletionTokensDetails CompletionTokensDetails `json:"completion_tokens_details"`
 }
 
 // PromptTokensDetails is usage.prompt_tokens_details.
 type PromptTokensDetails struct {
-	CachedTokens int `json:"cached_tokens"`
+	CachedTokens int64 `json:"cached_tokens"`
 }
 
 // CompletionTokensDetails is usage.completion_tokens_details.
 type CompletionTokensDetails struct {
-	ReasoningTokens int `json:"reasoning_tokens"`
+	ReasoningTokens int64 `json:"reasoning_tokens"`
 }
 
 // Finish reasons.

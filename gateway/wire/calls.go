@@ -9,7 +9,7 @@ type Calls[C any] struct {
 
 // Find returns the call e names by one of its aliases, or nil.
 func (cs *Calls[C]) Find(e *Event) *C {
-	for _, k := range e.Aliases() {
+	for _, k := range Aliases(e) {
 		if c := cs.byKey[k]; c != nil {
 			return c
 		}
@@ -34,7 +34,7 @@ func (cs *Calls[C]) Alias(e *Event, c *C) {
 	if cs.byKey == nil {
 		cs.byKey = map[string]*C{}
 	}
-	for _, k := range e.Aliases() {
+	for _, k := range Aliases(e) {
 		cs.byKey[k] = c
 	}
 }
