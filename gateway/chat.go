@@ -79,13 +79,18 @@ func (g *Gateway) chatPoolError(ctx context.Context, err error) *apiError {
 	return a
 }
 
+// chatBody is the pool request of a translated chat request.
+func chatBody(req *chat.Request) poolBody {
+	return poolBody{body: req.Body, model: req.Model, cacheKey: req.CacheKey, streaming: true}
+}
+
 // chatID is the chat completion id of the gateway's request id.
 func chatID(id string) string { return "chatcmpl-" + id }
 
 // chatOneShot consumes the pool's stream and answers with one chat.completion.
 func (g *Gateway) chatOneShot(ctx context.Context, w http.ResponseWriter, req *chat.Request, hdr nats.Header, id string) outcome {
 	c := chat.NewCompletion(req, chatID(id), time.Now())
-	err := g.streamPool(ctx, req.Body, hdr, func(ev []byte) error {
+	err := g.streamPool(ctx, chatBody(req), hdr, func(ev []byte) error {
 		c.Event(ev)
 		return nil
 	})
@@ -116,7 +121,7 @@ func (g *Gateway) chatStream(ctx context.Context, w http.ResponseWriter, req *ch
 		held = nil
 		return err
 	}
-	return g.relay(ctx, sw, req.Body, hdr, relay{
+	return g.relay(ctx, sw, chatBody(req), hdr, relay{
 		onEvent: func(ev []byte) (bool, error) {
 			wasDone := tr.Done()
 			cs := tr.Event(ev)

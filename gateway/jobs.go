@@ -71,7 +71,7 @@ func (g *Gateway) submitBackground(ctx context.Context, w http.ResponseWriter, r
 	}
 	// A background request counts against its key's model list and limits as any other does; it
 	// is recorded in the key's usage, with its tokens, when its result is read (recordBackground).
-	t, _, release, aerr := g.admit(ctx, req.body)
+	t, _, release, aerr := g.admit(ctx, req.poolBody)
 	if aerr != nil {
 		a := g.poolError(ctx, aerr)
 		a.write(w)

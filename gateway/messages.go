@@ -38,6 +38,11 @@ func (g *Gateway) translateMessage(w http.ResponseWriter, r *http.Request) (anth
 	return tr, nil
 }
 
+// messageBody is the pool request of a translated message.
+func messageBody(tr anthropic.Translated) poolBody {
+	return poolBody{body: tr.Body, model: tr.PoolModel, cacheKey: tr.CacheKey, streaming: true}
+}
+
 // createMessage serves POST /v1/messages. Both forms stream from the pool: a client without
 // "stream": true gets the collected message, so an incomplete answer is a message with
 // stop_reason max_tokens, not an error.
@@ -58,7 +63,7 @@ func (g *Gateway) createMessage(w http.ResponseWriter, r *http.Request, id strin
 		return o
 	}
 	var col anthropic.Collector
-	err := g.streamPool(ctx, tr.Body, hdr, func(ev []byte) error { col.Event(ev); return nil })
+	err := g.streamPool(ctx, messageBody(tr), hdr, func(ev []byte) error { col.Event(ev); return nil })
 	if !col.Done() {
 		if err == nil {
 			err = errors.New("the pool's stream ended without a terminal event")
@@ -126,7 +131,7 @@ func (g *Gateway) streamMessage(ctx context.Context, w http.ResponseWriter, tr a
 		held = nil
 		return err
 	}
-	return g.relay(ctx, sw, tr.Body, hdr, relay{
+	return g.relay(ctx, sw, messageBody(tr), hdr, relay{
 		onEvent: func(ev []byte) (bool, error) {
 			if typ := fastType(ev); typ == "error" || typ == "response.failed" {
 				return false, nil

@@ -16,7 +16,7 @@ func BenchmarkNormalize(b *testing.B) {
 	b.ReportAllocs()
 	b.SetBytes(int64(len(benchBody)))
 	for b.Loop() {
-		if r := normalize(benchBody); !r.stream {
+		if r, _ := normalize(benchBody); !r.stream {
 			b.Fatal("stream not seen")
 		}
 	}

@@ -22,7 +22,7 @@ func TestNormalize(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			r := normalize([]byte(tc.in))
+			r, _ := normalize([]byte(tc.in))
 			if string(r.body) != tc.want || r.stream != tc.stream || r.background != tc.background {
 				t.Errorf("got %s stream %v background %v, want %s %v %v", r.body, r.stream, r.background, tc.want, tc.stream, tc.background)
 			}

@@ -17,11 +17,11 @@ import (
 // on the worker its session used last (stickyworker.go), read an event at a time with Next on
 // the handler's own goroutine. The end is recorded once, by Next or by Close.
 type poolEvents struct {
-	g    *Gateway
-	ctx  context.Context
-	body []byte
-	hdr  nats.Header
-	evs  *client.Events
+	g   *Gateway
+	ctx context.Context
+	pb  poolBody
+	hdr nats.Header
+	evs *client.Events
 
 	key    string // the session's sticky key; "" for none
 	worker string // the worker tried first for the session; "" once the queue group has it
@@ -33,14 +33,14 @@ type poolEvents struct {
 }
 
 // openPool admits body and sends it as a streamed pool request.
-func (g *Gateway) openPool(ctx context.Context, body []byte, hdr nats.Header) (*poolEvents, error) {
-	t, rec, release, err := g.admit(ctx, body)
+func (g *Gateway) openPool(ctx context.Context, pb poolBody, hdr nats.Header) (*poolEvents, error) {
+	t, rec, release, err := g.admit(ctx, pb)
 	if err != nil {
 		return nil, err
 	}
 	meteredHere(t, hdr)
-	p := &poolEvents{g: g, ctx: ctx, body: body, hdr: hdr, tally: t, rec: rec, release: release}
-	if p.key = stickyKey(body, hdr); p.key != "" {
+	p := &poolEvents{g: g, ctx: ctx, pb: pb, hdr: hdr, tally: t, rec: rec, release: release}
+	if p.key = stickyKey(pb, hdr); p.key != "" {
 		p.worker = g.hints.get(p.key)
 	}
 	if err := p.send(); err != nil {
@@ -56,7 +56,11 @@ func (p *poolEvents) send() error {
 	if p.worker != "" {
 		cl = cl.OnWorker(p.worker)
 	}
-	evs, err := cl.Open(p.ctx, p.body, p.hdr)
+	open := cl.Open
+	if p.pb.streaming {
+		open = cl.OpenStreaming
+	}
+	evs, err := open(p.ctx, p.pb.body, p.hdr)
 	p.evs = evs
 	return err
 }
@@ -141,8 +145,8 @@ func (p *poolEvents) Close() {
 
 // streamPool runs body as a streamed pool request, calling fn with each event, for the routes
 // that answer once at the end.
-func (g *Gateway) streamPool(ctx context.Context, body []byte, hdr nats.Header, fn func([]byte) error) error {
-	p, err := g.openPool(ctx, body, hdr)
+func (g *Gateway) streamPool(ctx context.Context, pb poolBody, hdr nats.Header, fn func([]byte) error) error {
+	p, err := g.openPool(ctx, pb, hdr)
 	if err != nil {
 		return err
 	}

@@ -15,16 +15,15 @@ import (
 // drop them instead: their clients send them on every request.
 var refusedFields = []string{"temperature", "top_p", "stream_options", "safety_identifier", "prompt_cache_retention"}
 
-// refuseUnsupported returns the 400 for the first refused field body sets, or nil.
-func refuseUnsupported(body []byte) *apiError {
-	ms, isObj := jsonobj.Members(body)
-	if !isObj {
-		return nil
-	}
+// refuseUnsupported returns the 400 for the first refused field body's members ms set to
+// something other than null, or nil.
+func refuseUnsupported(body []byte, ms []jsonobj.Member) *apiError {
 	for _, f := range refusedFields {
-		if _, found := jsonobj.Field(body, ms, f); found {
-			return newAPIError(http.StatusBadRequest, schemas.CodeInvalidRequest, f,
-				strconv.Quote(f)+": not supported by the Codex backend behind this pool; remove it")
+		for _, m := range ms {
+			if jsonobj.KeyIs(body[m.Key[0]:m.Key[1]], f) && !jsonobj.IsNull(body[m.Val[0]:m.Val[1]]) {
+				return newAPIError(http.StatusBadRequest, schemas.CodeInvalidRequest, f,
+					strconv.Quote(f)+": not supported by the Codex backend behind this pool; remove it")
+			}
 		}
 	}
 	return nil

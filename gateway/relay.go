@@ -23,8 +23,8 @@ type relay struct {
 }
 
 // relay streams body from the pool through r, writing to sw, all on the handler's goroutine.
-func (g *Gateway) relay(ctx context.Context, sw *sse, body []byte, hdr nats.Header, r relay) outcome {
-	p, err := g.openPool(ctx, body, hdr)
+func (g *Gateway) relay(ctx context.Context, sw *sse, pb poolBody, hdr nats.Header, r relay) outcome {
+	p, err := g.openPool(ctx, pb, hdr)
 	if err != nil {
 		return r.onEnd(err, nil)
 	}

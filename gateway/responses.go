@@ -16,12 +16,22 @@ import (
 	"github.com/codexpool/codexpool/schemas/jsonobj"
 )
 
+// poolBody is a request as the pipeline sends it: the Responses body for the pool, and what
+// the pipeline reads of it (admission, metering, the sticky worker), found once, when the body
+// was read (normalize) or translated.
+type poolBody struct {
+	body     []byte
+	model    string // "" for the pool's default
+	cacheKey string // prompt_cache_key
+	// streaming says body has "stream": true already: it goes to the pool byte for byte.
+	streaming bool
+}
+
 // request is a POST /v1/responses body, read and normalized for the pool.
 type request struct {
-	body       []byte
+	poolBody
 	stream     bool
 	background bool
-	model      string
 }
 
 // createResponse serves POST /v1/responses.
@@ -35,8 +45,8 @@ func (g *Gateway) createResponse(w http.ResponseWriter, r *http.Request, id stri
 		g.log.LogAttrs(r.Context(), slog.LevelDebug, "request body", slog.String("request_id", id),
 			slog.Int("bytes", len(raw)), slog.String("body", string(raw)))
 	}
-	req := normalize(raw)
-	if a := refuseUnsupported(req.body); a != nil {
+	req, a := normalize(raw)
+	if a != nil {
 		a.write(w)
 		return failed(a)
 	}
@@ -89,16 +99,23 @@ func tooLarge(n, limit int64) *apiError {
 	return newAPIError(http.StatusRequestEntityTooLarge, schemas.CodeRequestTooLarge, "", msg)
 }
 
-// normalize reads what the gateway routes on and removes what the Responses API treats as absent
-// but the pool would refuse: top-level members whose value is null (the SDKs and the Codex CLI
-// send "instructions": null and the like) and "background": false. "background": true is taken
-// out of the body too (a job is the plain request). Anything else is left byte for byte; a body
-// that is not a JSON object goes to the pool as it is, which refuses it with the exact reason.
-func normalize(raw []byte) request {
-	req := request{body: raw}
+// normalize reads, in one scan of the body's members, what the gateway routes on, refuses what
+// the origin would (refused.go), and removes what the Responses API treats as absent but the pool
+// would refuse: top-level members whose value is null (the SDKs and the Codex CLI send
+// "instructions": null and the like) and "background": false. "background": true is taken out of
+// the body too (a job is the plain request). Anything else is left byte for byte; a body that is
+// not a JSON object goes to the pool as it is, which refuses it with the exact reason.
+func normalize(raw []byte) (request, *apiError) {
+	req := request{poolBody: poolBody{body: raw}}
 	ms, isObj := jsonobj.Members(raw)
 	if !isObj || !json.Valid(raw) {
-		return req
+		return req, nil
+	}
+	if a := refuseUnsupported(raw, ms); a != nil {
+		return req, a
+	}
+	if v, found := jsonobj.Field(raw, ms, "prompt_cache_key"); found {
+		_ = json.Unmarshal(v, &req.cacheKey)
 	}
 	if v, found := jsonobj.Field(raw, ms, "stream"); found {
 		req.stream = bytes.Equal(v, []byte("true"))
@@ -118,12 +135,12 @@ func normalize(raw []byte) request {
 		}
 		return false
 	})
-	return req
+	return req, nil
 }
 
 // oneShot answers a request without "stream": true with the pool's one reply.
 func (g *Gateway) oneShot(ctx context.Context, w http.ResponseWriter, req request, hdr nats.Header) outcome {
-	reply, err := g.generate(ctx, req.body, hdr)
+	reply, err := g.generate(ctx, req.poolBody, hdr)
 	if err != nil {
 		a := g.poolError(ctx, err)
 		a.write(w)
@@ -150,7 +167,9 @@ func withoutNullError(b []byte) []byte {
 // stream answers a "stream": true request with server-sent events, as they arrive from the pool.
 func (g *Gateway) stream(ctx context.Context, w http.ResponseWriter, req request, hdr nats.Header) outcome {
 	sw := newSSE(w, g.cfg.WriteTimeout)
-	return g.relay(ctx, sw, req.body, hdr, relay{
+	pb := req.poolBody
+	pb.streaming = true // normalize saw "stream": true
+	return g.relay(ctx, sw, pb, hdr, relay{
 		onEvent: func(ev []byte) (bool, error) {
 			typ, ev, isError := inspectEvent(ev)
 			if isError {

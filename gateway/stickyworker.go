@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"encoding/json"
 	"errors"
 	"sync"
 
@@ -9,7 +8,6 @@ import (
 
 	"github.com/codexpool/codexpool/queue/client"
 	"github.com/codexpool/codexpool/schemas"
-	"github.com/codexpool/codexpool/schemas/jsonobj"
 )
 
 // maxWorkerHints bounds how many sessions the gateway remembers the worker of.
@@ -59,15 +57,12 @@ func (h *workerHints) forget(key, worker string) {
 
 // stickyKey is the session key of a pool request: its session headers, else its body's
 // prompt_cache_key; "" for none.
-func stickyKey(body []byte, hdr nats.Header) string {
+func stickyKey(pb poolBody, hdr nats.Header) string {
 	if k := schemas.SessionKey(hdr.Get); k != "" {
 		return k
 	}
-	ms, _ := jsonobj.Members(body)
-	v, found := jsonobj.Field(body, ms, "prompt_cache_key")
-	var k string
-	if found && json.Unmarshal(v, &k) == nil && k != "" {
-		return "cache\x00" + k
+	if pb.cacheKey != "" {
+		return "cache\x00" + pb.cacheKey
 	}
 	return ""
 }
@@ -76,9 +71,9 @@ func stickyKey(body []byte, hdr nats.Header) string {
 // one, and again on the queue group when that worker is gone or refused it before anything
 // reached the client (started reports whether something did); it remembers the worker that
 // answered. call gets the client to use.
-func (g *Gateway) onStickyWorker(body []byte, hdr nats.Header, started func() bool,
+func (g *Gateway) onStickyWorker(pb poolBody, hdr nats.Header, started func() bool,
 	call func(*client.Client) (*client.Reply, error)) (*client.Reply, error) {
-	key := stickyKey(body, hdr)
+	key := stickyKey(pb, hdr)
 	if key == "" {
 		return call(g.cl)
 	}

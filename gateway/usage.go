@@ -54,12 +54,12 @@ func (g *Gateway) metered(ctx context.Context, k *Key) context.Context {
 
 // admit checks the request's key against its model list and limits before body goes to the
 // pool: the release func to call when it ends, or the error the client gets.
-func (g *Gateway) admit(ctx context.Context, body []byte) (*tally, usage.Record, func(), error) {
+func (g *Gateway) admit(ctx context.Context, pb poolBody) (*tally, usage.Record, func(), error) {
 	t, _ := ctx.Value(tallyKey{}).(*tally)
 	if t == nil {
 		return nil, usage.Record{}, nil, nil
 	}
-	rec := usage.Record{Model: modelOf(body)}
+	rec := usage.Record{Model: pb.model}
 	if t.key == nil {
 		return t, rec, func() {}, nil
 	}
@@ -94,14 +94,14 @@ func modelOf(body []byte) string {
 }
 
 // generate is cl.Generate, admitted and metered.
-func (g *Gateway) generate(ctx context.Context, body []byte, hdr nats.Header) (*client.Reply, error) {
-	t, rec, release, err := g.admit(ctx, body)
+func (g *Gateway) generate(ctx context.Context, pb poolBody, hdr nats.Header) (*client.Reply, error) {
+	t, rec, release, err := g.admit(ctx, pb)
 	if err != nil {
 		return nil, err
 	}
 	meteredHere(t, hdr)
-	reply, err := g.onStickyWorker(body, hdr, func() bool { return false }, func(cl *client.Client) (*client.Reply, error) {
-		return cl.Generate(ctx, body, hdr)
+	reply, err := g.onStickyWorker(pb, hdr, func() bool { return false }, func(cl *client.Client) (*client.Reply, error) {
+		return cl.Generate(ctx, pb.body, hdr)
 	})
 	if t != nil {
 		release()

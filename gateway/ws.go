@@ -143,7 +143,10 @@ func (s *wsSession) frame(ctx context.Context, data []byte) (ran, alive bool) {
 		return false, true
 	}
 	body := jsonobj.Without(data, ms, func(k, _ []byte) bool { return jsonobj.KeyIs(k, "type") })
-	req := normalize(body)
+	req, a := normalize(body)
+	if a != nil {
+		return false, s.writeError(a) == nil
+	}
 	if req.background {
 		a := newAPIError(http.StatusBadRequest, schemas.CodeInvalidRequest, "background",
 			`gateway: "background" is not supported over the WebSocket; use POST /v1/responses`)

@@ -24,12 +24,15 @@ type Options struct {
 
 // Translated is a /v1/messages request in the pool's terms.
 type Translated struct {
-	// Body is the Responses create body for the pool.
+	// Body is the Responses create body for the pool, always "stream": true.
 	Body []byte
 	// Stream is the client's "stream".
 	Stream bool
 	// Model is the model name the client asked for; replies carry it.
 	Model string
+	// PoolModel is the model the body asks the pool for (Options.Models); CacheKey its
+	// prompt_cache_key.
+	PoolModel, CacheKey string
 	// Names maps a shortened tool name back to the client's.
 	Names wire.Names
 }
@@ -107,13 +110,13 @@ func Translate(body []byte, opts Options) (Translated, error) {
 		Include:           []string{"reasoning.encrypted_content"},
 		ServiceTier:       serviceTier(req.ServiceTier, req.Speed),
 		PromptCacheKey:    cacheKey(opts, req.metadataUserID()),
-		Stream:            req.Stream,
+		Stream:            true, // the gateway streams from the pool, whatever the client asked
 	}
 	b, err := wire.Marshal(out)
 	if err != nil {
 		return Translated{}, badRequest("the request cannot be translated: " + err.Error())
 	}
-	return Translated{Body: b, Stream: req.Stream, Model: req.Model, Names: names}, nil
+	return Translated{Body: b, Stream: req.Stream, Model: req.Model, PoolModel: out.Model, CacheKey: out.PromptCacheKey, Names: names}, nil
 }
 
 // format is the structured output asked for: output_config.format, else output_format.

@@ -11,7 +11,8 @@ import (
 
 // Request is a translated POST /v1/chat/completions body.
 type Request struct {
-	// Body is the pool's request: a Responses API create body.
+	// Body is the pool's request: a Responses API create body, always "stream": true (the
+	// gateway streams from the pool whatever the client asked).
 	Body []byte
 	// Model is the model the client named ("" for the pool's default); replies carry it.
 	Model string
@@ -19,6 +20,8 @@ type Request struct {
 	Stream bool
 	// IncludeUsage is the client's stream_options.include_usage.
 	IncludeUsage bool
+	// CacheKey is the body's prompt_cache_key.
+	CacheKey string
 
 	names wire.Names
 }
@@ -74,9 +77,9 @@ func Translate(body []byte) (*Request, error) {
 	for _, t := range cr.Tools {
 		toolNames = append(toolNames, t.Function.Name)
 	}
-	req := &Request{Model: cr.Model, Stream: cr.Stream, names: wire.NewNames(toolNames)}
+	req := &Request{Model: cr.Model, Stream: cr.Stream, CacheKey: cr.PromptCacheKey, names: wire.NewNames(toolNames)}
 	req.IncludeUsage = cr.StreamOptions != nil && cr.StreamOptions.IncludeUsage
-	pr := wire.Request{Model: cr.Model, ParallelToolCalls: cr.ParallelToolCalls, PromptCacheKey: cr.PromptCacheKey, Stream: cr.Stream}
+	pr := wire.Request{Model: cr.Model, ParallelToolCalls: cr.ParallelToolCalls, PromptCacheKey: cr.PromptCacheKey, Stream: true}
 	var err error
 	if pr.Instructions, pr.Input, err = input(req.names, cr.Messages); err != nil {
 		return nil, err

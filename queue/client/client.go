@@ -10,6 +10,7 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -25,6 +26,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/codexpool/codexpool/schemas"
+	"github.com/codexpool/codexpool/schemas/jsonobj"
 )
 
 // Defaults of Options.
@@ -218,19 +220,18 @@ func outputText(response []byte) string {
 	return v.OutputText
 }
 
-// forceStream returns req with "stream": true. A payload that is not a JSON object is sent as is:
-// the worker refuses it with a proper 400.
+// forceStream returns req with "stream": true: as it is when it says so already (one scan of
+// its members, no decoding), else with the member set. A payload that is not a JSON object is
+// sent as is: the worker refuses it with a proper 400.
 func forceStream(req []byte) ([]byte, error) {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(req, &m); err != nil || m == nil {
+	ms, isObj := jsonobj.Members(req)
+	if !isObj || !json.Valid(req) {
 		return req, nil
 	}
-	m["stream"] = json.RawMessage("true")
-	b, err := json.Marshal(m)
-	if err != nil {
-		return nil, fmt.Errorf("queue: encode request: %w", err)
+	if v, found := jsonobj.Field(req, ms, "stream"); found && bytes.Equal(v, []byte("true")) {
+		return req, nil
 	}
-	return b, nil
+	return jsonobj.WithMember(req, ms, "stream", []byte("true")), nil
 }
 
 // busyWait is the pause before retry attempt+1 after worker_busy: the worker's retry-after when

@@ -47,7 +47,13 @@ func (c *Client) Open(ctx context.Context, req []byte, hdr nats.Header) (*Events
 	if err != nil {
 		return nil, err
 	}
-	e := &Events{c: c, body: body, hdr: withRequestID(hdr)}
+	return c.OpenStreaming(ctx, body, hdr)
+}
+
+// OpenStreaming is Open for a req that asks for a stream ("stream": true) already, such as one
+// the caller built: it is sent byte for byte, without being read.
+func (c *Client) OpenStreaming(ctx context.Context, req []byte, hdr nats.Header) (*Events, error) {
+	e := &Events{c: c, body: req, hdr: withRequestID(hdr)}
 	e.ctx, e.cancel = c.withTimeout(ctx)
 	if err := e.send(); err != nil {
 		e.cancel()
