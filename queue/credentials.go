@@ -7,15 +7,17 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/codexpool/codexpool/queue/store"
 )
 
 // DefaultCredentialsBucket is the JetStream key-value bucket where workers share their Codex
 // logins.
-const DefaultCredentialsBucket = "CODEXPOOL_CREDENTIALS"
+const DefaultCredentialsBucket = store.CredentialsBucket
 
 // ErrNoJetStream is returned by NewCredentialStore when the server (or the account) has no
 // JetStream: logins are then shared through their auth files only.
-var ErrNoJetStream = errors.New("queue: JetStream is not enabled")
+var ErrNoJetStream = store.ErrNoJetStream
 
 // CredentialStoreConfig configures a CredentialStore. Zero values are the documented defaults.
 type CredentialStoreConfig struct {
@@ -45,29 +47,17 @@ func NewCredentialStore(ctx context.Context, nc *nats.Conn, cfg CredentialStoreC
 	if cfg.Replicas <= 0 {
 		cfg.Replicas = 1
 	}
-	js, err := jetstream.New(nc)
+	js, err := store.JetStream(ctx, nc)
 	if err != nil {
 		return nil, fmt.Errorf("queue: credential store: %w", err)
 	}
-	if _, err := js.AccountInfo(ctx); err != nil {
-		if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
-			return nil, fmt.Errorf("%w: %w", ErrNoJetStream, err)
-		}
-		return nil, fmt.Errorf("queue: credential store: %w", err)
-	}
-	kv, err := js.KeyValue(ctx, cfg.Bucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket:      cfg.Bucket,
-			Description: "codexpool: Codex logins shared by the workers (keys are hashes; values are sealed)",
-			History:     1,
-			Storage:     jetstream.FileStorage,
-			Replicas:    cfg.Replicas,
-		})
-		if errors.Is(err, jetstream.ErrBucketExists) { // another worker created it first
-			kv, err = js.KeyValue(ctx, cfg.Bucket)
-		}
-	}
+	kv, err := store.Bucket(ctx, js, jetstream.KeyValueConfig{
+		Bucket:      cfg.Bucket,
+		Description: "codexpool: Codex logins shared by the workers (keys are hashes; values are sealed)",
+		History:     1,
+		Storage:     jetstream.FileStorage,
+		Replicas:    cfg.Replicas,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("queue: credential store %s: %w", cfg.Bucket, err)
 	}

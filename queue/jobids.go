@@ -10,6 +10,8 @@ import (
 	"strconv"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/codexpool/codexpool/queue/store"
 )
 
 // Job ids the pool makes. A job submitted without Nats-Msg-Id gets the id
@@ -56,10 +58,7 @@ func setupIDKey(ctx context.Context, js jetstream.JetStream, cfg JobsConfig) ([]
 		MaxBytes:     1024,
 		Metadata:     map[string]string{jobIDKeyMeta: base64.RawURLEncoding.EncodeToString(fresh)},
 	}
-	kv, err := findOrCreate(ctx,
-		func() (jetstream.KeyValue, error) { return js.KeyValue(ctx, cfg.KeyBucket) },
-		func() (jetstream.KeyValue, error) { return js.CreateKeyValue(ctx, want) },
-		jetstream.ErrBucketNotFound)
+	kv, err := store.Bucket(ctx, js, want)
 	if err != nil {
 		return nil, fmt.Errorf("queue: job id key bucket %s: %w", cfg.KeyBucket, err)
 	}

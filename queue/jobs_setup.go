@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/codexpool/codexpool/queue/store"
 	"github.com/codexpool/codexpool/schemas"
 )
 
@@ -51,7 +52,7 @@ const (
 	DefaultJobsFetchWait     = 2 * time.Second
 	DefaultJobsReadPause     = time.Second
 	MaxJobsReadPause         = 30 * time.Second
-	DefaultJobsKeyBucket     = "CODEXPOOL_JOBS_KEY"
+	DefaultJobsKeyBucket     = store.JobsKeyBucket
 )
 
 func (c JobsConfig) withDefaults() JobsConfig {
@@ -214,10 +215,7 @@ func setupStream(ctx context.Context, js jetstream.JetStream, cfg JobsConfig, lo
 		Replicas:    cfg.Replicas,
 		Duplicates:  cfg.Dedup,
 	}
-	stream, err := findOrCreate(ctx,
-		func() (jetstream.Stream, error) { return js.Stream(ctx, cfg.Stream) },
-		func() (jetstream.Stream, error) { return js.CreateStream(ctx, want) },
-		jetstream.ErrStreamNotFound)
+	stream, err := store.Stream(ctx, js, want)
 	if err != nil {
 		return nil, fmt.Errorf("queue: jobs stream %s: %w", cfg.Stream, err)
 	}
@@ -245,10 +243,7 @@ func setupConsumer(ctx context.Context, stream jetstream.Stream, cfg JobsConfig,
 		MaxDeliver:    -1, // workers count attempts themselves (see jobConsumer.settled)
 		MaxAckPending: cfg.MaxAckPending,
 	}
-	consumer, err := findOrCreate(ctx,
-		func() (jetstream.Consumer, error) { return stream.Consumer(ctx, schemas.JobsConsumer) },
-		func() (jetstream.Consumer, error) { return stream.CreateConsumer(ctx, want) },
-		jetstream.ErrConsumerNotFound)
+	consumer, err := store.Consumer(ctx, stream, want)
 	if err != nil {
 		return nil, fmt.Errorf("queue: jobs consumer %s: %w", schemas.JobsConsumer, err)
 	}
@@ -274,10 +269,7 @@ func setupResults(ctx context.Context, js jetstream.JetStream, cfg JobsConfig, l
 		Replicas:    cfg.Replicas,
 		History:     1,
 	}
-	kv, err := findOrCreate(ctx,
-		func() (jetstream.KeyValue, error) { return js.KeyValue(ctx, cfg.Bucket) },
-		func() (jetstream.KeyValue, error) { return js.CreateKeyValue(ctx, want) },
-		jetstream.ErrBucketNotFound)
+	kv, err := store.Bucket(ctx, js, want)
 	if err != nil {
 		return nil, fmt.Errorf("queue: results bucket %s: %w", cfg.Bucket, err)
 	}
@@ -287,23 +279,6 @@ func setupResults(ctx context.Context, js jetstream.JetStream, cfg JobsConfig, l
 		})
 	}
 	return kv, nil
-}
-
-// findOrCreate gets a JetStream object, creates it when get says notFound, and gets it again when
-// another worker created it first.
-func findOrCreate[T any](ctx context.Context, get, create func() (T, error), notFound error) (T, error) {
-	v, err := get()
-	if !errors.Is(err, notFound) {
-		return v, err
-	}
-	v, err = create()
-	if err == nil {
-		return v, nil
-	}
-	if again, gerr := get(); gerr == nil {
-		return again, nil
-	}
-	return v, err
 }
 
 // capturesSubject reports whether one of the stream subjects (possibly with wildcards) matches s.

@@ -12,10 +12,12 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/codexpool/codexpool/queue/store"
 )
 
 // DefaultLeasesBucket is the JetStream key-value bucket of the accounts' concurrency slots.
-const DefaultLeasesBucket = "CODEXPOOL_ACCOUNT_SLOTS"
+const DefaultLeasesBucket = store.LeasesBucket
 
 // DefaultLeaseTTL is how long a slot outlives the last renewal of its holder: the slots of a
 // worker that died come back this long after it stopped renewing them.
@@ -60,20 +62,14 @@ func NewLeaseStore(ctx context.Context, nc *nats.Conn, cfg LeaseStoreConfig) (*L
 	if cfg.TTL <= 0 {
 		cfg.TTL = DefaultLeaseTTL
 	}
-	js, err := jetStreamOf(ctx, nc)
+	js, err := store.JetStream(ctx, nc)
 	if err != nil {
 		return nil, fmt.Errorf("queue: lease store: %w", err)
 	}
-	kv, err := js.KeyValue(ctx, cfg.Bucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket: cfg.Bucket, Description: "codexpool: accounts' concurrency slots, leased by workers",
-			History: 1, TTL: cfg.TTL, Storage: jetstream.MemoryStorage, Replicas: max(cfg.Replicas, 1),
-		})
-		if errors.Is(err, jetstream.ErrBucketExists) {
-			kv, err = js.KeyValue(ctx, cfg.Bucket)
-		}
-	}
+	kv, err := store.Bucket(ctx, js, jetstream.KeyValueConfig{
+		Bucket: cfg.Bucket, Description: "codexpool: accounts' concurrency slots, leased by workers",
+		History: 1, TTL: cfg.TTL, Storage: jetstream.MemoryStorage, Replicas: max(cfg.Replicas, 1),
+	})
 	if err != nil {
 		return nil, fmt.Errorf("queue: lease store %s: %w", cfg.Bucket, err)
 	}

@@ -9,10 +9,12 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/codexpool/codexpool/queue/store"
 )
 
 // DefaultSessionsBucket is the JetStream key-value bucket of the pool's sticky session bindings.
-const DefaultSessionsBucket = "CODEXPOOL_SESSIONS"
+const DefaultSessionsBucket = store.SessionsBucket
 
 // DefaultSessionTTL is how long a session binding nobody uses lasts.
 const DefaultSessionTTL = time.Hour
@@ -43,24 +45,18 @@ func NewSessionStore(ctx context.Context, nc *nats.Conn, cfg SessionStoreConfig)
 		cfg.TTL = DefaultSessionTTL
 	}
 	cfg.Replicas = max(cfg.Replicas, 1)
-	js, err := jetStreamOf(ctx, nc)
+	js, err := store.JetStream(ctx, nc)
 	if err != nil {
 		return nil, fmt.Errorf("queue: session store: %w", err)
 	}
-	kv, err := js.KeyValue(ctx, cfg.Bucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket:      cfg.Bucket,
-			Description: "codexpool: sticky bindings of sessions to accounts (keys are digests)",
-			History:     1,
-			TTL:         cfg.TTL,
-			Storage:     jetstream.FileStorage,
-			Replicas:    cfg.Replicas,
-		})
-		if errors.Is(err, jetstream.ErrBucketExists) {
-			kv, err = js.KeyValue(ctx, cfg.Bucket)
-		}
-	}
+	kv, err := store.Bucket(ctx, js, jetstream.KeyValueConfig{
+		Bucket:      cfg.Bucket,
+		Description: "codexpool: sticky bindings of sessions to accounts (keys are digests)",
+		History:     1,
+		TTL:         cfg.TTL,
+		Storage:     jetstream.FileStorage,
+		Replicas:    cfg.Replicas,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("queue: session store %s: %w", cfg.Bucket, err)
 	}
@@ -92,20 +88,4 @@ func (s *SessionStore) Bind(ctx context.Context, key, account string) error {
 		return fmt.Errorf("queue: session store put: %w", err)
 	}
 	return nil
-}
-
-// jetStreamOf returns nc's JetStream context, or ErrNoJetStream (wrapped) when the server has
-// none.
-func jetStreamOf(ctx context.Context, nc *nats.Conn) (jetstream.JetStream, error) {
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := js.AccountInfo(ctx); err != nil {
-		if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
-			return nil, fmt.Errorf("%w: %w", ErrNoJetStream, err)
-		}
-		return nil, err
-	}
-	return js, nil
 }

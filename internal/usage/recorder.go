@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/codexpool/codexpool/queue/store"
 )
 
 // A Recorder publishes usage records to the usage stream and nothing else: what a worker needs
@@ -20,7 +22,7 @@ type Recorder struct {
 // OpenRecorder finds or creates the usage stream (as Open does). ctx bounds the setup only.
 func OpenRecorder(ctx context.Context, js jetstream.JetStream, cfg Config) (*Recorder, error) {
 	cfg = cfg.withDefaults()
-	if _, err := js.CreateOrUpdateStream(ctx, streamConfig(cfg)); err != nil {
+	if _, err := store.Stream(ctx, js, streamConfig(cfg)); err != nil {
 		return nil, fmt.Errorf("usage: stream %s: %w", cfg.Stream, err)
 	}
 	return &Recorder{js: js, cfg: cfg}, nil

@@ -26,13 +26,15 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/codexpool/codexpool/queue/store"
 )
 
 // Defaults of Config.
 const (
-	DefaultStream  = "CODEXPOOL_USAGE"
+	DefaultStream  = store.UsageStream
 	DefaultSubject = "codexpool.usage"
-	DefaultBucket  = "CODEXPOOL_LIMITS"
+	DefaultBucket  = store.LimitsBucket
 	DefaultMaxAge  = 35 * 24 * time.Hour
 	// DefaultLeaseTTL is how long a concurrency lease outlives its gateway's last renewal.
 	DefaultLeaseTTL = 15 * time.Second
@@ -134,15 +136,15 @@ func streamConfig(cfg Config) jetstream.StreamConfig {
 	}
 }
 
-// Open finds or creates the stream and the bucket, and starts tailing the last week's records
+// Open finds or creates the stream and the bucket (queue/store: an existing one keeps its settings), and starts tailing the last week's records
 // (for token limits) and renewing this Store's leases. ctx bounds the setup only.
 func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Store, error) {
 	cfg = cfg.withDefaults()
-	stream, err := js.CreateOrUpdateStream(ctx, streamConfig(cfg))
+	stream, err := store.Stream(ctx, js, streamConfig(cfg))
 	if err != nil {
 		return nil, fmt.Errorf("usage: stream %s: %w", cfg.Stream, err)
 	}
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	kv, err := store.Bucket(ctx, js, jetstream.KeyValueConfig{
 		Bucket:      cfg.Bucket,
 		Description: "codexpool per-key limit state: admissions and leases",
 		Storage:     jetstream.FileStorage,
