@@ -12,12 +12,13 @@ import (
 	"github.com/codexpool/codexpool/gateway"
 	"github.com/codexpool/codexpool/queue"
 	"github.com/codexpool/codexpool/queue/client"
+	"github.com/codexpool/codexpool/queue/embedded"
 	"github.com/codexpool/codexpool/schemas"
 )
 
 // A gateway in front of a pool of one stand-in worker, called the way an OpenAI SDK calls it.
 func ExampleNew() {
-	ns, err := queue.StartEmbedded("127.0.0.1:0", nil)
+	ns, err := embedded.Start("127.0.0.1:0", nil)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/codexpool/codexpool/internal/testutil"
 	"github.com/codexpool/codexpool/queue"
 	"github.com/codexpool/codexpool/queue/client"
+	"github.com/codexpool/codexpool/queue/embedded"
 	"github.com/codexpool/codexpool/worker"
 	"github.com/codexpool/codexpool/worker/codextest"
 )
@@ -63,7 +64,7 @@ type poolOptions struct {
 
 func newPool(t testing.TB, o poolOptions) *pool {
 	t.Helper()
-	ns, err := queue.StartEmbedded("127.0.0.1:0", nil)
+	ns, err := embedded.Start("127.0.0.1:0", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/codexpool/codexpool/internal/usage"
 	"github.com/codexpool/codexpool/queue"
 	"github.com/codexpool/codexpool/queue/client"
+	"github.com/codexpool/codexpool/queue/embedded"
 	"github.com/codexpool/codexpool/worker"
 	"github.com/codexpool/codexpool/worker/codextest"
 )
@@ -41,7 +42,7 @@ var meterKeys = []gateway.Key{
 // With windows, the accounts have 5 h and weekly windows with small budgets (for the quota).
 func newMeteredPool(t testing.TB, windows bool) *meteredPool {
 	t.Helper()
-	ns, err := queue.StartEmbedded("127.0.0.1:0", nil, queue.WithJetStream(t.TempDir()))
+	ns, err := embedded.Start("127.0.0.1:0", nil, embedded.WithJetStream(t.TempDir()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/codexpool/codexpool/metrics"
 	"github.com/codexpool/codexpool/queue"
 	"github.com/codexpool/codexpool/queue/client"
+	"github.com/codexpool/codexpool/queue/embedded"
 	"github.com/codexpool/codexpool/worker"
 	"github.com/codexpool/codexpool/worker/codextest"
 )
@@ -46,7 +47,7 @@ func newPool(t *testing.T) *pool {
 // newPoolFor is newPool with the worker's credentials in cfg, against sim.
 func newPoolFor(t *testing.T, sim *codextest.Server, cfg worker.Config) *pool {
 	t.Helper()
-	ns, err := queue.StartEmbedded("127.0.0.1:0", nil)
+	ns, err := embedded.Start("127.0.0.1:0", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/codexpool/codexpool/internal/testutil"
+	"github.com/codexpool/codexpool/queue/embedded"
 )
 
 func TestConnectGivesUpWithContext(t *testing.T) {
@@ -46,7 +47,7 @@ func TestConnectRetriesAndReconnects(t *testing.T) {
 		connected <- result{nc, err}
 	}()
 	waitFor(t, "a failed first attempt", func() bool { return strings.Contains(logs.String(), "retrying") })
-	ns, err := StartEmbedded(addr, nil)
+	ns, err := embedded.Start(addr, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +63,7 @@ func TestConnectRetriesAndReconnects(t *testing.T) {
 	ns.Shutdown()
 	ns.WaitForShutdown()
 	waitFor(t, "disconnect logged", func() bool { return strings.Contains(logs.String(), "NATS disconnected") })
-	ns, err = StartEmbedded(addr, nil)
+	ns, err = embedded.Start(addr, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,11 +73,11 @@ func TestConnectRetriesAndReconnects(t *testing.T) {
 
 func TestStartEmbeddedBadAddress(t *testing.T) {
 	for _, addr := range []string{"no-port", "127.0.0.1:http", "127.0.0.1:70000"} {
-		if ns, err := StartEmbedded(addr, nil); err == nil || !strings.HasPrefix(err.Error(), "queue: ") {
+		if ns, err := embedded.Start(addr, nil); err == nil || !strings.HasPrefix(err.Error(), "queue: ") {
 			if ns != nil {
 				ns.Shutdown()
 			}
-			t.Errorf("StartEmbedded(%q) err = %v, want a queue: error", addr, err)
+			t.Errorf("embedded.Start(%q) err = %v, want a queue: error", addr, err)
 		}
 	}
 }

@@ -16,13 +16,14 @@ import (
 
 	"github.com/codexpool/codexpool/internal/testutil"
 	"github.com/codexpool/codexpool/queue/client"
+	"github.com/codexpool/codexpool/queue/embedded"
 	"github.com/codexpool/codexpool/schemas"
 )
 
 // startJetStream starts an embedded server with JetStream in a temporary store.
 func startJetStream(t testing.TB) *server.Server {
 	t.Helper()
-	ns, err := StartEmbedded("127.0.0.1:0", nil, WithJetStream(t.TempDir()))
+	ns, err := embedded.Start("127.0.0.1:0", nil, embedded.WithJetStream(t.TempDir()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -501,17 +502,17 @@ func TestJobsIdleLoopLeavesSlotsToRequests(t *testing.T) {
 
 func TestEmbeddedStoreNotShared(t *testing.T) {
 	dir := t.TempDir()
-	ns, err := StartEmbedded("127.0.0.1:0", nil, WithJetStream(dir))
+	ns, err := embedded.Start("127.0.0.1:0", nil, embedded.WithJetStream(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := StartEmbedded("127.0.0.1:0", nil, WithJetStream(dir)); !errors.Is(err, ErrStoreInUse) {
-		t.Errorf("a second server on the same store: %v, want ErrStoreInUse", err)
+	if _, err := embedded.Start("127.0.0.1:0", nil, embedded.WithJetStream(dir)); !errors.Is(err, embedded.ErrStoreInUse) {
+		t.Errorf("a second server on the same store: %v, want embedded.ErrStoreInUse", err)
 	}
 	ns.Shutdown()
 	ns.WaitForShutdown()
 	testutil.WaitFor(t, waitTimeout, "the store to be free after shutdown", func() bool {
-		again, err := StartEmbedded("127.0.0.1:0", nil, WithJetStream(dir))
+		again, err := embedded.Start("127.0.0.1:0", nil, embedded.WithJetStream(dir))
 		if err != nil {
 			return false
 		}

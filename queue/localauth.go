@@ -12,7 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/nats-io/nats-server/v2/server"
+	"github.com/codexpool/codexpool/queue/embedded"
 )
 
 // LocalUser is the NATS user name of the embedded server's one user.
@@ -101,11 +101,7 @@ func ReadLocalAuth(path string) (LocalAuth, error) {
 }
 
 // WithLocalAuth makes the embedded server accept only clients that present a's user and password.
-func WithLocalAuth(a LocalAuth) EmbeddedOption {
-	return func(o *server.Options) {
-		o.Users = []*server.User{{Username: a.User, Password: a.Password}}
-	}
-}
+func WithLocalAuth(a LocalAuth) embedded.Option { return embedded.WithUser(a.User, a.Password) }
 
 // LocalAuth fills in the local credential at path when s has no authentication of its own, the
 // file exists, and every server in urls is on this machine's loopback (a remote server never

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/codexpool/codexpool/queue/embedded"
 )
 
 // TestLocalAuthFile: the first call creates a 0600 file, later calls and concurrent first calls
@@ -63,7 +65,7 @@ func TestEmbeddedRequiresLocalAuth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ns, err := StartEmbedded("127.0.0.1:0", nil, WithJetStream(t.TempDir()), WithLocalAuth(a))
+	ns, err := embedded.Start("127.0.0.1:0", nil, embedded.WithJetStream(t.TempDir()), WithLocalAuth(a))
 	if err != nil {
 		t.Fatal(err)
 	}

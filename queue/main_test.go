@@ -12,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/codexpool/codexpool/internal/testutil"
+	"github.com/codexpool/codexpool/queue/embedded"
 	"github.com/codexpool/codexpool/schemas"
 )
 
@@ -44,7 +45,7 @@ const waitTimeout = 10 * time.Second
 
 func startServer(t testing.TB) *server.Server {
 	t.Helper()
-	ns, err := StartEmbedded("127.0.0.1:0", nil)
+	ns, err := embedded.Start("127.0.0.1:0", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/codexpool/codexpool/queue"
 	"github.com/codexpool/codexpool/queue/client"
+	"github.com/codexpool/codexpool/queue/embedded"
 	"github.com/codexpool/codexpool/worker"
 	"github.com/codexpool/codexpool/worker/codextest"
 )
@@ -50,7 +51,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 
 // BenchmarkNATSEcho is the ceiling: a bare request-reply echo on the same kind of server.
 func BenchmarkNATSEcho(b *testing.B) {
-	ns, err := queue.StartEmbedded("127.0.0.1:0", nil)
+	ns, err := embedded.Start("127.0.0.1:0", nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -83,7 +84,7 @@ func BenchmarkNATSEcho(b *testing.B) {
 
 func startPool(b *testing.B) (*nats.Conn, string) {
 	b.Helper()
-	ns, err := queue.StartEmbedded("127.0.0.1:0", nil)
+	ns, err := embedded.Start("127.0.0.1:0", nil)
 	if err != nil {
 		b.Fatal(err)
 	}

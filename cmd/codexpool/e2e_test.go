@@ -18,8 +18,8 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/codexpool/codexpool/internal/testutil"
-	"github.com/codexpool/codexpool/queue"
 	"github.com/codexpool/codexpool/queue/client"
+	"github.com/codexpool/codexpool/queue/embedded"
 	"github.com/codexpool/codexpool/schemas"
 	"github.com/codexpool/codexpool/worker/codextest"
 )
@@ -65,7 +65,7 @@ func newCluster(t *testing.T, simOpts codextest.Options) *cluster {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	ns, err := queue.StartEmbedded("127.0.0.1:0", nil)
+	ns, err := embedded.Start("127.0.0.1:0", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

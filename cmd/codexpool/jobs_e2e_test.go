@@ -18,8 +18,8 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/codexpool/codexpool/internal/testutil"
-	"github.com/codexpool/codexpool/queue"
 	"github.com/codexpool/codexpool/queue/client"
+	"github.com/codexpool/codexpool/queue/embedded"
 	"github.com/codexpool/codexpool/worker/codextest"
 )
 
@@ -33,7 +33,7 @@ var jobsEnv = []string{"CODEXPOOL_JOBS=on", "CODEXPOOL_JOBS_ACK_WAIT=2s", "CODEX
 // restarted on the same address).
 func startJSServer(t *testing.T, port int, store string) *server.Server {
 	t.Helper()
-	ns, err := queue.StartEmbedded("127.0.0.1:"+strconv.Itoa(port), nil, queue.WithJetStream(store))
+	ns, err := embedded.Start("127.0.0.1:"+strconv.Itoa(port), nil, embedded.WithJetStream(store))
 	if err != nil {
 		t.Fatal(err)
 	}

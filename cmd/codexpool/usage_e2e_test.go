@@ -20,8 +20,8 @@ import (
 
 	"github.com/codexpool/codexpool/internal/testutil"
 	usagestore "github.com/codexpool/codexpool/internal/usage"
-	"github.com/codexpool/codexpool/queue"
 	"github.com/codexpool/codexpool/queue/client"
+	"github.com/codexpool/codexpool/queue/embedded"
 	"github.com/codexpool/codexpool/worker/codextest"
 )
 
@@ -34,7 +34,7 @@ func newUsageCluster(t *testing.T, simOpts codextest.Options) *cluster {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	ns, err := queue.StartEmbedded("127.0.0.1:0", nil, queue.WithJetStream(t.TempDir()))
+	ns, err := embedded.Start("127.0.0.1:0", nil, embedded.WithJetStream(t.TempDir()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	usagestore "github.com/codexpool/codexpool/internal/usage"
 	"github.com/codexpool/codexpool/metrics"
 	"github.com/codexpool/codexpool/queue"
+	"github.com/codexpool/codexpool/queue/embedded"
 	"github.com/codexpool/codexpool/worker"
 	"github.com/codexpool/codexpool/worker/codex"
 )
@@ -259,16 +260,16 @@ func (m *workerMain) startEmbedded(context.Context) (func(), error) {
 	if err != nil {
 		return nil, err
 	}
-	opts := []queue.EmbeddedOption{queue.WithLocalAuth(auth)}
+	opts := []embedded.Option{queue.WithLocalAuth(auth)}
 	if m.cfg.Jobs != "off" {
-		opts = append(opts, queue.WithJetStream(m.cfg.embeddedStore(m.getenv)))
+		opts = append(opts, embedded.WithJetStream(m.cfg.embeddedStore(m.getenv)))
 	}
-	ns, err := queue.StartEmbedded(m.cfg.EmbeddedNATSAddr, m.log, opts...)
+	ns, err := embedded.Start(m.cfg.EmbeddedNATSAddr, m.log, opts...)
 	if err != nil && m.cfg.Jobs == "auto" && len(opts) > 1 {
 		// The store is unusable (unwritable, another server's): serve requests without jobs.
 		m.log.Warn("durable jobs off: the embedded server's JetStream store cannot be used", "store", m.cfg.embeddedStore(m.getenv), "error", err)
 		m.cfg.Jobs = "off"
-		ns, err = queue.StartEmbedded(m.cfg.EmbeddedNATSAddr, m.log, opts[0])
+		ns, err = embedded.Start(m.cfg.EmbeddedNATSAddr, m.log, opts[0])
 	}
 	if err != nil {
 		return nil, err

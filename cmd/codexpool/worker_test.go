@@ -10,6 +10,7 @@ import (
 
 	"github.com/codexpool/codexpool/internal/testutil"
 	"github.com/codexpool/codexpool/queue"
+	"github.com/codexpool/codexpool/queue/embedded"
 )
 
 // workerEnv is the environment of an in-process worker that embeds its NATS server on a free port.
@@ -75,7 +76,7 @@ func TestWorkerStopsInOrder(t *testing.T) {
 // TestWorkerFailedStartUndoesItsSteps: a start that fails after the metrics server, the NATS
 // connection and the worker are up (CODEXPOOL_JOBS=on without JetStream) releases them all.
 func TestWorkerFailedStartUndoesItsSteps(t *testing.T) {
-	ns, err := queue.StartEmbedded("127.0.0.1:0", nil) // no JetStream
+	ns, err := embedded.Start("127.0.0.1:0", nil) // no JetStream
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +110,7 @@ func TestWorkerFailedStartUndoesItsSteps(t *testing.T) {
 // join (another user's, or no NATS at all) fails at once, naming the two variables that fix it,
 // instead of waiting 10 s for a server that cannot start.
 func TestWorkerEmbeddedAddrTaken(t *testing.T) {
-	other, err := queue.StartEmbedded("127.0.0.1:0", nil, queue.WithLocalAuth(queue.NewLocalAuth()))
+	other, err := embedded.Start("127.0.0.1:0", nil, queue.WithLocalAuth(queue.NewLocalAuth()))
 	if err != nil {
 		t.Fatal(err)
 	}

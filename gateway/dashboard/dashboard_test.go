@@ -21,6 +21,7 @@ import (
 	"github.com/codexpool/codexpool/gateway/dashboard"
 	"github.com/codexpool/codexpool/queue"
 	"github.com/codexpool/codexpool/queue/client"
+	"github.com/codexpool/codexpool/queue/embedded"
 	"github.com/codexpool/codexpool/worker"
 	"github.com/codexpool/codexpool/worker/codextest"
 )
@@ -42,7 +43,7 @@ func ctxT(t *testing.T) context.Context {
 // binary does; it returns a client connection.
 func fleet(t *testing.T, n int) (*nats.Conn, *client.Client) {
 	t.Helper()
-	ns, err := queue.StartEmbedded("127.0.0.1:0", nil)
+	ns, err := embedded.Start("127.0.0.1:0", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/codexpool/codexpool/queue"
 	"github.com/codexpool/codexpool/queue/client"
+	"github.com/codexpool/codexpool/queue/embedded"
 	"github.com/codexpool/codexpool/schemas"
 )
 
@@ -34,7 +35,7 @@ func (g *generator) Generate(_ context.Context, r *schemas.Request, _ func([]byt
 // failure (not the run's), the summary counts them, a rerun submits only the failed lines again
 // (none with KeepFailed), and no goroutine of Run outlives it.
 func TestRun(t *testing.T) {
-	ns, err := queue.StartEmbedded("127.0.0.1:0", nil, queue.WithJetStream(t.TempDir()))
+	ns, err := embedded.Start("127.0.0.1:0", nil, embedded.WithJetStream(t.TempDir()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/codexpool/codexpool/queue"
+	"github.com/codexpool/codexpool/queue/embedded"
 	"github.com/codexpool/codexpool/worker/codextest"
 )
 
@@ -48,19 +49,19 @@ func startRig(cfg Config) (*rig, error) {
 
 // startNATS starts the embedded NATS server, with JetStream in a directory of its own.
 func (rg *rig) startNATS(host string, jetStream bool) error {
-	var opts []queue.EmbeddedOption
+	var opts []embedded.Option
 	if jetStream {
 		dir, err := os.MkdirTemp("", "codexpool-bench-js")
 		if err != nil {
 			return fmt.Errorf("bench: %w", err)
 		}
 		rg.closers = append(rg.closers, func() { _ = os.RemoveAll(dir) })
-		opts = append(opts, queue.WithJetStream(dir))
+		opts = append(opts, embedded.WithJetStream(dir))
 	}
 	// Like a worker's embedded server, bench's admits only clients with its credential: its own
 	// (random, in memory) reaches the workers it starts inside their NATS URL.
 	auth := queue.NewLocalAuth()
-	ns, err := queue.StartEmbedded(host+":0", nil, append(opts, queue.WithLocalAuth(auth))...)
+	ns, err := embedded.Start(host+":0", nil, append(opts, queue.WithLocalAuth(auth))...)
 	if err != nil {
 		return fmt.Errorf("bench: start embedded NATS: %w", err)
 	}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/codexpool/codexpool/internal/testutil"
 	"github.com/codexpool/codexpool/internal/usage"
-	"github.com/codexpool/codexpool/queue"
+	"github.com/codexpool/codexpool/queue/embedded"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -22,7 +22,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // JetStream context on a connection to it, and its URL.
 func newJS(t *testing.T) (jetstream.JetStream, string) {
 	t.Helper()
-	ns, err := queue.StartEmbedded("127.0.0.1:0", nil, queue.WithJetStream(t.TempDir()))
+	ns, err := embedded.Start("127.0.0.1:0", nil, embedded.WithJetStream(t.TempDir()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,13 +8,14 @@ import (
 
 	"github.com/codexpool/codexpool/queue"
 	"github.com/codexpool/codexpool/queue/client"
+	"github.com/codexpool/codexpool/queue/embedded"
 	"github.com/codexpool/codexpool/schemas"
 )
 
 // A conversation as a Session: the first turn goes to the queue subject, the next one, which
 // continues the first response with only its new input, to the worker that answered.
 func ExampleSession() {
-	ns, err := queue.StartEmbedded("127.0.0.1:0", nil)
+	ns, err := embedded.Start("127.0.0.1:0", nil)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/codexpool/codexpool/queue"
 	"github.com/codexpool/codexpool/queue/client"
+	"github.com/codexpool/codexpool/queue/embedded"
 	"github.com/codexpool/codexpool/schemas"
 )
 
@@ -25,7 +26,7 @@ func (hello) Generate(_ context.Context, _ *schemas.Request, emit func([]byte) e
 
 // A worker and a client on an embedded NATS server.
 func ExampleClient() {
-	ns, err := queue.StartEmbedded("127.0.0.1:0", nil)
+	ns, err := embedded.Start("127.0.0.1:0", nil)
 	if err != nil {
 		log.Fatal(err)
 	}

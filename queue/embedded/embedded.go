@@ -1,4 +1,6 @@
-package queue
+// Package embedded runs the NATS server inside a codexpool process (nats-server/v2): the
+// zero-setup pool of `codexpool demo`, a worker with CODEXPOOL_EMBEDDED_NATS_ADDR, and the tests.
+package embedded
 
 import (
 	"errors"
@@ -13,34 +15,34 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 )
 
-// embeddedReadyTimeout bounds how long StartEmbedded waits for the server to accept clients.
-const embeddedReadyTimeout = 10 * time.Second
+// readyTimeout bounds how long Start waits for the server to accept clients.
+const readyTimeout = 10 * time.Second
 
-// EmbeddedOption configures StartEmbedded.
-type EmbeddedOption func(*server.Options)
+// Option configures Start.
+type Option func(*server.Options)
 
-// storeLockWait is how long StartEmbedded waits for a store another server holds.
+// storeLockWait is how long Start waits for a store another server holds.
 const storeLockWait = 2 * time.Second
 
-// ErrStoreInUse is wrapped by StartEmbedded's error when another embedded server (of this or
+// ErrStoreInUse is wrapped by Start's error when another embedded server (of this or
 // another process) has the JetStream store directory.
 var ErrStoreInUse = errors.New("the JetStream store is in use by another embedded NATS server")
 
 // WithJetStream turns JetStream on, with its file store in dir (created when missing). Two
 // servers must never share a store directory.
-func WithJetStream(dir string) EmbeddedOption {
+func WithJetStream(dir string) Option {
 	return func(o *server.Options) {
 		o.JetStream = true
 		o.StoreDir = dir
 	}
 }
 
-// StartEmbedded starts an in-process NATS server (nats-server/v2; JetStream off unless
+// Start starts an in-process NATS server (nats-server/v2; JetStream off unless
 // WithJetStream) listening on addr, e.g. "127.0.0.1:4222"; port 0 picks a free port (read it back
 // with ClientURL). Other processes can connect to it and join the pool. It returns once the server
 // accepts connections; the caller stops it with Shutdown and WaitForShutdown. Server log lines go
 // to logger (nil: discarded).
-func StartEmbedded(addr string, logger *slog.Logger, options ...EmbeddedOption) (*server.Server, error) {
+func Start(addr string, logger *slog.Logger, options ...Option) (*server.Server, error) {
 	host, portStr, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, fmt.Errorf("queue: embedded NATS address %q: %w", addr, err)
@@ -91,10 +93,10 @@ func StartEmbedded(addr string, logger *slog.Logger, options ...EmbeddedOption) 
 		ns.WaitForShutdown()
 		unlock()
 	}()
-	if !ns.ReadyForConnections(embeddedReadyTimeout) {
+	if !ns.ReadyForConnections(readyTimeout) {
 		ns.Shutdown()
 		ns.WaitForShutdown()
-		return nil, fmt.Errorf("queue: embedded NATS on %s not ready after %s", addr, embeddedReadyTimeout)
+		return nil, fmt.Errorf("queue: embedded NATS on %s not ready after %s", addr, readyTimeout)
 	}
 	return ns, nil
 }
@@ -108,3 +110,10 @@ func (l *serverLogger) Fatalf(format string, v ...any)  { l.log.Error(fmt.Sprint
 func (l *serverLogger) Errorf(format string, v ...any)  { l.log.Error(fmt.Sprintf(format, v...)) }
 func (l *serverLogger) Debugf(format string, v ...any)  { l.log.Debug(fmt.Sprintf(format, v...)) }
 func (l *serverLogger) Tracef(format string, v ...any)  { l.log.Debug(fmt.Sprintf(format, v...)) }
+
+// WithUser makes the server accept only clients that present user and password.
+func WithUser(user, password string) Option {
+	return func(o *server.Options) {
+		o.Users = []*server.User{{Username: user, Password: password}}
+	}
+}

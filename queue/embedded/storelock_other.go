@@ -1,6 +1,6 @@
 //go:build !unix
 
-package queue
+package embedded
 
 // lockStore has no implementation here: nothing keeps two embedded servers off one store.
 func lockStore(string) (unlock func(), err error) { return func() {}, nil }
