@@ -55,6 +55,15 @@ func TestFormatDuration(t *testing.T) {
 	}
 }
 
+type (
+	msOnInt struct {
+		A int `envconfig:"A" yaml:"a" ms:"A_MS"`
+	}
+	floatField struct {
+		A float64 `envconfig:"A" yaml:"a"`
+	}
+)
+
 func TestFieldsRejectsBadTags(t *testing.T) {
 	tests := []struct {
 		name string
@@ -62,13 +71,13 @@ func TestFieldsRejectsBadTags(t *testing.T) {
 		want string
 	}{
 		{"no section", &struct {
-			A string `env:"A" key:"a"`
+			A string `envconfig:"A" yaml:"a"`
 		}{}, "section.name"},
 		{"ms on an int", &struct {
-			A int `env:"A" key:"s.a" ms:"A_MS"`
+			msOnInt `yaml:"s"`
 		}{}, "time.Duration"},
 		{"unsupported type", &struct {
-			A float64 `env:"A" key:"s.a"`
+			floatField `yaml:"s"`
 		}{}, "unsupported"},
 		{"not a pointer", struct{}{}, "pointer"},
 	}
@@ -81,15 +90,24 @@ func TestFieldsRejectsBadTags(t *testing.T) {
 	}
 }
 
+type (
+	sectionS struct {
+		Name string        `envconfig:"NAME" yaml:"name"`
+		Wait time.Duration `envconfig:"WAIT" ms:"WAIT_MS" yaml:"wait"`
+	}
+	sectionT struct {
+		Count int `envconfig:"COUNT" yaml:"count"`
+	}
+)
+
 func TestLoadEnvOverFile(t *testing.T) {
 	type spec struct {
-		Name  string        `env:"NAME" key:"s.name"`
-		Wait  time.Duration `env:"WAIT" ms:"WAIT_MS" key:"s.wait"`
-		Count int           `env:"COUNT" key:"t.count"`
+		sectionS `yaml:"s"`
+		sectionT `yaml:"t"`
 	}
 	path := t.TempDir() + "/c.yaml"
 	writeFile(t, path, "s:\n  name: file\n  wait: 2s\nt:\n  count: 3\n")
-	c := spec{Name: "default", Count: 1}
+	c := spec{sectionS{Name: "default"}, sectionT{Count: 1}}
 	env := map[string]string{"P_WAIT_MS": "40", "P_COUNT": "9"}
 	st, err := Loader{Prefix: "P", Getenv: func(k string) string { return env[k] }}.Load(&c, path)
 	if err != nil {
@@ -114,10 +132,19 @@ func writeFile(t *testing.T, path, content string) {
 }
 
 func TestUnknownVars(t *testing.T) {
+	type nats struct {
+		MaxInflight int `envconfig:"MAX_INFLIGHT" yaml:"max_inflight"`
+	}
+	type gateway struct {
+		Keys string `envconfig:"GATEWAY_KEYS" yaml:"keys"`
+	}
+	type gate struct {
+		Spacing time.Duration `envconfig:"SPACING" ms:"SPACING_MS" yaml:"spacing"`
+	}
 	type spec struct {
-		MaxInflight int           `env:"MAX_INFLIGHT" key:"nats.max_inflight"`
-		Keys        string        `env:"GATEWAY_KEYS" key:"gateway.keys"`
-		Spacing     time.Duration `env:"SPACING" ms:"SPACING_MS" key:"gate.spacing"`
+		nats    `yaml:"nats"`
+		gateway `yaml:"gateway"`
+		gate    `yaml:"gate"`
 	}
 	l := Loader{Prefix: "P", Known: []any{&spec{}}}
 	tests := []struct {
