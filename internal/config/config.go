@@ -3,7 +3,7 @@
 // struct is made of section structs, embedded with the section's name as their yaml tag; each
 // field of a section carries one set of tags:
 //
-//	envconfig:"NATS_URL"          the variable, without the prefix (CODEXPOOL_NATS_URL)
+//	envconfig:"NATS_URL"          the variable, without the prefix: envconfig names it CODEXPOOL_NATS_URL
 //	yaml:"url"                    the key in its section: the file key is nats.url
 //	secret:"true" | secret:"url"  redact the value when shown (a URL: its user information only)
 //	ms:"WS_CONNECT_SPACING_MS"    an older variable holding the same duration in integer milliseconds
@@ -101,13 +101,21 @@ func Fields(prefix string, spec any) ([]Setting, error) {
 	if d, ok := spec.(Describer); ok {
 		describe = d.Describe
 	}
+	names, err := envNames(prefix, spec)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
 	var out []Setting
-	err := walk(v.Elem(), "", func(section string, f reflect.StructField, fv reflect.Value) error {
+	err = walk(v.Elem(), "", func(section string, f reflect.StructField, fv reflect.Value) error {
 		name := f.Tag.Get("yaml")
 		if section == "" || name == "" || strings.Contains(name, ".") {
 			return fmt.Errorf("config: field %s: key %q is not section.name", f.Name, section+"."+name)
 		}
-		s := Setting{Key: section + "." + name, Env: prefix + "_" + f.Tag.Get("envconfig"), Desc: f.Tag.Get("desc"),
+		env, ok := names[addrOf(fv)]
+		if !ok {
+			return fmt.Errorf("config: field %s: envconfig does not see it (in an unexported embedded struct?)", f.Name)
+		}
+		s := Setting{Key: section + "." + name, Env: env, Desc: f.Tag.Get("desc"),
 			Secret: f.Tag.Get("secret"), Source: Default, field: fv}
 		if s.Desc == "" {
 			s.Desc = describe(s.Key)

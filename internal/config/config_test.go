@@ -56,10 +56,13 @@ func TestFormatDuration(t *testing.T) {
 }
 
 type (
-	msOnInt struct {
+	unexported struct {
+		A string `envconfig:"A" yaml:"a"`
+	}
+	MSOnInt struct {
 		A int `envconfig:"A" yaml:"a" ms:"A_MS"`
 	}
-	floatField struct {
+	FloatField struct {
 		A float64 `envconfig:"A" yaml:"a"`
 	}
 )
@@ -74,12 +77,15 @@ func TestFieldsRejectsBadTags(t *testing.T) {
 			A string `envconfig:"A" yaml:"a"`
 		}{}, "section.name"},
 		{"ms on an int", &struct {
-			msOnInt `yaml:"s"`
+			MSOnInt `yaml:"s"`
 		}{}, "time.Duration"},
 		{"unsupported type", &struct {
-			floatField `yaml:"s"`
+			FloatField `yaml:"s"`
 		}{}, "unsupported"},
 		{"not a pointer", struct{}{}, "pointer"},
+		{"unexported section", &struct {
+			unexported `yaml:"s"`
+		}{}, "envconfig does not see"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -91,23 +97,23 @@ func TestFieldsRejectsBadTags(t *testing.T) {
 }
 
 type (
-	sectionS struct {
+	SectionS struct {
 		Name string        `envconfig:"NAME" yaml:"name"`
 		Wait time.Duration `envconfig:"WAIT" ms:"WAIT_MS" yaml:"wait"`
 	}
-	sectionT struct {
+	SectionT struct {
 		Count int `envconfig:"COUNT" yaml:"count"`
 	}
 )
 
 func TestLoadEnvOverFile(t *testing.T) {
 	type spec struct {
-		sectionS `yaml:"s"`
-		sectionT `yaml:"t"`
+		SectionS `yaml:"s"`
+		SectionT `yaml:"t"`
 	}
 	path := t.TempDir() + "/c.yaml"
 	writeFile(t, path, "s:\n  name: file\n  wait: 2s\nt:\n  count: 3\n")
-	c := spec{sectionS{Name: "default"}, sectionT{Count: 1}}
+	c := spec{SectionS{Name: "default"}, SectionT{Count: 1}}
 	env := map[string]string{"P_WAIT_MS": "40", "P_COUNT": "9"}
 	st, err := Loader{Prefix: "P", Getenv: func(k string) string { return env[k] }}.Load(&c, path)
 	if err != nil {
@@ -132,19 +138,19 @@ func writeFile(t *testing.T, path, content string) {
 }
 
 func TestUnknownVars(t *testing.T) {
-	type nats struct {
+	type NATS struct {
 		MaxInflight int `envconfig:"MAX_INFLIGHT" yaml:"max_inflight"`
 	}
-	type gateway struct {
+	type Gateway struct {
 		Keys string `envconfig:"GATEWAY_KEYS" yaml:"keys"`
 	}
-	type gate struct {
+	type Gate struct {
 		Spacing time.Duration `envconfig:"SPACING" ms:"SPACING_MS" yaml:"spacing"`
 	}
 	type spec struct {
-		nats    `yaml:"nats"`
-		gateway `yaml:"gateway"`
-		gate    `yaml:"gate"`
+		NATS    `yaml:"nats"`
+		Gateway `yaml:"gateway"`
+		Gate    `yaml:"gate"`
 	}
 	l := Loader{Prefix: "P", Known: []any{&spec{}}}
 	tests := []struct {
