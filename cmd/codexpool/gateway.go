@@ -69,8 +69,9 @@ func defaultGatewayConfig() gatewayConfig {
 	return gatewayConfig{
 		PoolConfig: defaultPoolConfig(),
 		Gateway: Gateway{Addr: "127.0.0.1:8080", Models: gateway.DefaultModel, Usage: true,
-			KeepAlive: 15 * time.Second, RequestTimeout: queue.DefaultRequestTimeout, ShutdownGrace: defaultShutdownGrace,
-			WriteTimeout: gateway.DefaultWriteTimeout, Unavailable: gateway.DefaultUnavailableWait},
+			KeepAlive: gateway.DefaultKeepAlive, RequestTimeout: gateway.DefaultRequestTimeout,
+			WriteTimeout: gateway.DefaultWriteTimeout, Unavailable: gateway.DefaultUnavailableWait,
+			ShutdownGrace: defaultShutdownGrace},
 		Log: defaultLog(),
 	}
 }
