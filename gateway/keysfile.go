@@ -8,9 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"go.yaml.in/yaml/v3"
-
-	"github.com/codexpool/codexpool/internal/accountlist"
+	"github.com/codexpool/codexpool/internal/yamlfile"
 )
 
 // LoadKeys reads the keys file at path (see ParseKeys). Errors name the file, and the field and
@@ -62,16 +60,15 @@ func parseKeys(data []byte) ([]Key, error) {
 	names := map[string]int{}
 	digests := map[[sha256.Size]byte]int{}
 	for i, n := range items {
-		path := fmt.Sprintf("keys[%d]", i)
-		k, err := parseKey(n, path)
+		k, err := parseKey(n)
 		if err != nil {
 			return nil, err
 		}
 		if j, dup := names[k.Name]; dup {
-			return nil, keyError(path+".name", n, "%q is also the name of keys[%d]", k.Name, j)
+			return nil, n.At(n.Path+".name").Errorf("%q is also the name of keys[%d]", k.Name, j)
 		}
 		if j, dup := digests[k.SHA256]; dup {
-			return nil, keyError(path, n, "key %q has the same secret as keys[%d]", k.Name, j)
+			return nil, n.Errorf("key %q has the same secret as keys[%d]", k.Name, j)
 		}
 		names[k.Name], digests[k.SHA256] = i, i
 		keys = append(keys, k)
@@ -80,139 +77,135 @@ func parseKeys(data []byte) ([]Key, error) {
 }
 
 // keyItems returns the key nodes: the top-level list, or the list in a top-level "keys".
-func keyItems(data []byte) ([]*yaml.Node, error) { return accountlist.Of(data, "keys") }
+func keyItems(data []byte) ([]yamlfile.Node, error) { return yamlfile.List(data, "keys", "secret") }
 
 const keyFields = "name, secret, secret_sha256, requests_per_minute, tokens_per_5h, tokens_per_day, " +
 	"tokens_per_week, max_concurrent, models, admin"
 
-func parseKey(n *yaml.Node, path string) (Key, error) {
+func parseKey(n yamlfile.Node) (Key, error) {
 	var k Key
-	if n.Kind != yaml.MappingNode {
-		return k, keyError(path, n, "want an object with name and one of secret, secret_sha256")
+	if !n.IsMapping() {
+		return k, n.Errorf("want an object with name and one of secret, secret_sha256")
 	}
 	var secrets []string
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		field, v := n.Content[i].Value, n.Content[i+1]
-		at := path + "." + field
+	err := n.Fields(func(f, v yamlfile.Node) error {
 		var err error
-		switch field {
+		switch field := f.Text(); field {
 		case "name":
-			k.Name, err = keyString(v, at, false)
+			k.Name, err = keyString(v, false)
 		case "secret":
 			var s string
-			s, err = keyString(v, at, true)
+			s, err = keyString(v, true)
 			k.SHA256 = sha256.Sum256([]byte(s))
 			secrets = append(secrets, field)
 		case "secret_sha256":
-			k.SHA256, err = digest(v, at)
+			k.SHA256, err = digest(v)
 			secrets = append(secrets, field)
 		case "models":
-			k.Models, err = modelNames(v, at)
+			k.Models, err = modelNames(v)
 		case "admin":
-			k.Admin, err = keyBool(v, at)
+			k.Admin, err = keyBool(v)
 		default:
 			var known bool
-			known, err = setLimit(&k.Limits, field, v, at)
+			known, err = setLimit(&k.Limits, field, v)
 			if !known {
-				err = keyError(at, n.Content[i], "unknown field (want %s)", keyFields)
+				err = f.Errorf("unknown field (want %s)", keyFields)
 			}
 		}
-		if err != nil {
-			return k, err
-		}
+		return err
+	})
+	if err != nil {
+		return k, err
 	}
 	switch {
 	case k.Name == "":
-		return k, keyError(path+".name", n, "required")
+		return k, n.At(n.Path + ".name").Errorf("required")
 	case len(secrets) == 0:
-		return k, keyError(path, n, "key %q has no secret: give one of secret, secret_sha256", k.Name)
+		return k, n.Errorf("key %q has no secret: give one of secret, secret_sha256", k.Name)
 	case len(secrets) > 1:
-		return k, keyError(path, n, "key %q has secret and secret_sha256: give exactly one", k.Name)
+		return k, n.Errorf("key %q has secret and secret_sha256: give exactly one", k.Name)
 	}
 	return k, nil
 }
 
 // setLimit decodes the limit field into l, reporting whether field is one.
-func setLimit(l *Limits, field string, v *yaml.Node, at string) (bool, error) {
+func setLimit(l *Limits, field string, v yamlfile.Node) (bool, error) {
 	var err error
 	switch field {
 	case "requests_per_minute":
-		l.RequestsPerMinute, err = count[int](v, at)
+		l.RequestsPerMinute, err = count[int](v)
 	case "max_concurrent":
-		l.MaxConcurrent, err = count[int](v, at)
+		l.MaxConcurrent, err = count[int](v)
 	case "tokens_per_5h":
-		l.TokensPer5h, err = count[int64](v, at)
+		l.TokensPer5h, err = count[int64](v)
 	case "tokens_per_day":
-		l.TokensPerDay, err = count[int64](v, at)
+		l.TokensPerDay, err = count[int64](v)
 	case "tokens_per_week":
-		l.TokensPerWeek, err = count[int64](v, at)
+		l.TokensPerWeek, err = count[int64](v)
 	default:
 		return false, nil
 	}
 	return true, err
 }
 
-// keyError names the field at path and the line of n.
-func keyError(path string, n *yaml.Node, format string, args ...any) error {
-	return fmt.Errorf("%s (line %d): %s", path, n.Line, fmt.Sprintf(format, args...))
-}
-
 // keyString returns a scalar's text; secret keeps the value out of every error.
-func keyString(n *yaml.Node, path string, secret bool) (string, error) {
-	if n.Kind != yaml.ScalarNode || n.ShortTag() == "!!null" {
-		return "", keyError(path, n, "want a single non-empty value")
+func keyString(n yamlfile.Node, secret bool) (string, error) {
+	if !n.IsScalar() || n.IsNull() {
+		return "", n.Errorf("want a single non-empty value")
 	}
-	v := strings.TrimSpace(n.Value)
+	v := strings.TrimSpace(n.Text())
 	switch {
 	case v == "":
-		return "", keyError(path, n, "must not be empty")
-	case n.ShortTag() != "!!str" && !secret:
-		return "", keyError(path, n, "want a string, got %s", n.Value)
+		return "", n.Errorf("must not be empty")
+	case n.Tag() != "!!str" && !secret:
+		return "", n.Errorf("want a string, got %s", n.Text())
 	case secret && strings.ContainsAny(v, " \t\r\n"):
-		return "", keyError(path, n, "must not contain spaces")
+		return "", n.Errorf("must not contain spaces")
 	}
 	return v, nil
 }
 
 // digest decodes secret_sha256: 64 hex digits.
-func digest(n *yaml.Node, path string) ([sha256.Size]byte, error) {
+func digest(n yamlfile.Node) ([sha256.Size]byte, error) {
 	var sum [sha256.Size]byte
-	b, err := hex.DecodeString(strings.TrimSpace(n.Value))
-	if n.Kind != yaml.ScalarNode || err != nil || len(b) != sha256.Size {
-		return sum, keyError(path, n, "want the secret's SHA-256 as 64 hex digits")
+	b, err := hex.DecodeString(strings.TrimSpace(n.Text()))
+	if !n.IsScalar() || err != nil || len(b) != sha256.Size {
+		return sum, n.Errorf("want the secret's SHA-256 as 64 hex digits")
 	}
 	copy(sum[:], b)
 	return sum, nil
 }
 
 // count decodes a limit: a whole number above 0.
-func count[T int | int64](n *yaml.Node, path string) (T, error) {
-	v, err := strconv.ParseInt(n.Value, 10, 64)
-	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" || err != nil || v <= 0 || int64(T(v)) != v {
-		return 0, keyError(path, n, "want a whole number above 0, got %s", strconv.Quote(n.Value))
+func count[T int | int64](n yamlfile.Node) (T, error) {
+	v, err := strconv.ParseInt(n.Text(), 10, 64)
+	if !n.IsScalar() || n.Tag() != "!!int" || err != nil || v <= 0 || int64(T(v)) != v {
+		return 0, n.Errorf("want a whole number above 0, got %s", strconv.Quote(n.Text()))
 	}
 	return T(v), nil
 }
 
-func keyBool(n *yaml.Node, path string) (bool, error) {
-	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!bool" {
-		return false, keyError(path, n, "want true or false, got %s", strconv.Quote(n.Value))
+func keyBool(n yamlfile.Node) (bool, error) {
+	if !n.IsScalar() || n.Tag() != "!!bool" {
+		return false, n.Errorf("want true or false, got %s", strconv.Quote(n.Text()))
 	}
-	return n.Value == "true" || n.Value == "True" || n.Value == "TRUE", nil
+	v := n.Text()
+	return v == "true" || v == "True" || v == "TRUE", nil
 }
 
 // modelNames decodes models: a list of names, or one name.
-func modelNames(n *yaml.Node, path string) ([]string, error) {
-	if n.Kind == yaml.ScalarNode {
-		m, err := keyString(n, path, false)
+func modelNames(n yamlfile.Node) ([]string, error) {
+	if n.IsScalar() {
+		m, err := keyString(n, false)
 		return []string{m}, err
 	}
-	if n.Kind != yaml.SequenceNode || len(n.Content) == 0 {
-		return nil, keyError(path, n, "want a non-empty list of model names")
+	items := n.Items()
+	if !n.IsList() || len(items) == 0 {
+		return nil, n.Errorf("want a non-empty list of model names")
 	}
-	out := make([]string, 0, len(n.Content))
-	for i, m := range n.Content {
-		s, err := keyString(m, fmt.Sprintf("%s[%d]", path, i), false)
+	out := make([]string, 0, len(items))
+	for _, m := range items {
+		s, err := keyString(m, false)
 		if err != nil {
 			return nil, err
 		}

@@ -8,9 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"go.yaml.in/yaml/v3"
-
-	"github.com/codexpool/codexpool/internal/accountlist"
+	"github.com/codexpool/codexpool/internal/yamlfile"
 )
 
 // LoadAccounts reads the accounts file at path (see ParseAccounts). A relative auth_file is
@@ -60,19 +58,20 @@ func ParseAccounts(data []byte, getenv func(string) string) ([]Account, error) {
 }
 
 func parseAccounts(data []byte, getenv func(string) string) ([]Account, error) {
-	items, err := accountlist.Items(data)
+	items, err := yamlfile.List(data, "accounts", "token", "account_id")
 	if err != nil {
 		return nil, err
 	}
 	accts := make([]Account, 0, len(items))
 	lines := map[string]int{} // name -> index, for duplicates
 	for i, n := range items {
-		a, err := parseAccount(n, fmt.Sprintf("accounts[%d]", i), getenv)
+		a, err := parseAccount(n, getenv)
 		if err != nil {
 			return nil, err
 		}
 		if j, dup := lines[a.Name]; dup {
-			return nil, fmt.Errorf("accounts[%d].name (line %d): %q is also the name of accounts[%d]", i, nameLine(n), a.Name, j)
+			name, _ := n.Value("name")
+			return nil, name.Errorf("%q is also the name of accounts[%d]", a.Name, j)
 		}
 		lines[a.Name] = i
 		accts = append(accts, a)
@@ -80,86 +79,70 @@ func parseAccounts(data []byte, getenv func(string) string) ([]Account, error) {
 	return accts, nil
 }
 
-// nameLine is the line of an account's name (its own line when it has none).
-func nameLine(n *yaml.Node) int {
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		if n.Content[i].Value == "name" {
-			return n.Content[i+1].Line
-		}
-	}
-	return n.Line
-}
-
-// fieldError names the field at path and the line of n.
-func fieldError(path string, n *yaml.Node, format string, args ...any) error {
-	return fmt.Errorf("%s (line %d): %s", path, n.Line, fmt.Sprintf(format, args...))
-}
-
 // scalar returns the text of a scalar node; secret keeps its value out of the error.
-func scalar(n *yaml.Node, path string, secret bool) (string, error) {
-	if n.Kind != yaml.ScalarNode {
-		return "", fieldError(path, n, "want a single value")
+func scalar(n yamlfile.Node, secret bool) (string, error) {
+	if !n.IsScalar() {
+		return "", n.Errorf("want a single value")
 	}
-	if n.ShortTag() == "!!null" {
-		return "", fieldError(path, n, "must not be empty")
+	if n.IsNull() {
+		return "", n.Errorf("must not be empty")
 	}
-	v := strings.TrimSpace(n.Value)
+	v := strings.TrimSpace(n.Text())
 	if v == "" {
-		return "", fieldError(path, n, "must not be empty")
+		return "", n.Errorf("must not be empty")
 	}
-	if n.ShortTag() != "!!str" && !secret {
+	if n.Tag() != "!!str" && !secret {
 		// A number or a boolean where a name or path belongs is a mistake worth pointing at.
-		return "", fieldError(path, n, "want a string, got %s", n.Value)
+		return "", n.Errorf("want a string, got %s", n.Text())
 	}
 	return v, nil
 }
 
-func parseAccount(n *yaml.Node, path string, getenv func(string) string) (Account, error) {
+func parseAccount(n yamlfile.Node, getenv func(string) string) (Account, error) {
 	var a Account
-	if n.Kind != yaml.MappingNode {
-		return a, fieldError(path, n, "want an object with name and one of auth_file, token, token_env")
+	if !n.IsMapping() {
+		return a, n.Errorf("want an object with name and one of auth_file, token, token_env")
 	}
 	var creds []string // the credential fields given, in order
 	var tokenEnv string
-	var tokenEnvNode *yaml.Node
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		key, v := n.Content[i].Value, n.Content[i+1]
-		at := path + "." + key
+	var tokenEnvNode *yamlfile.Node
+	err := n.Fields(func(k, v yamlfile.Node) error {
 		var err error
-		switch key {
+		switch key := k.Text(); key {
 		case "name":
-			a.Name, err = scalar(v, at, false)
+			a.Name, err = scalar(v, false)
 		case "auth_file":
-			a.AuthFile, err = scalar(v, at, false)
+			a.AuthFile, err = scalar(v, false)
 			creds = append(creds, key)
 		case "token":
-			a.Token, err = scalar(v, at, true)
+			a.Token, err = scalar(v, true)
 			a.source = "token in the accounts file"
 			creds = append(creds, key)
 		case "token_env":
-			tokenEnv, err = scalar(v, at, false)
-			tokenEnvNode = v
+			tokenEnv, err = scalar(v, false)
+			tokenEnvNode = &v
 			creds = append(creds, key)
 		case "account_id":
-			a.AccountID, err = scalar(v, at, true)
+			a.AccountID, err = scalar(v, true)
 		case "max_used_percent":
-			a.MaxUsedPercent, err = percent(v, at)
+			a.MaxUsedPercent, err = percent(v)
 		case "max_concurrent":
-			a.MaxConcurrent, err = positiveInt(v, at)
+			a.MaxConcurrent, err = positiveInt(v)
 		default:
-			err = fieldError(at, n.Content[i], "unknown field (want name, auth_file, token, token_env, account_id, max_used_percent, max_concurrent)")
+			err = k.Errorf("unknown field (want name, auth_file, token, token_env, account_id, max_used_percent, max_concurrent)")
 		}
-		if err != nil {
-			return a, err
-		}
+		return err
+	})
+	if err != nil {
+		return a, err
 	}
 	switch {
 	case a.Name == "":
-		return a, fieldError(path+".name", n, "required")
+		return a, n.At(n.Path + ".name").Errorf("required")
 	case len(creds) == 0:
-		return a, fieldError(path, n, "account %q has no credentials: give one of auth_file, token, token_env", a.Name)
+		return a, n.Errorf("account %q has no credentials: give one of auth_file, token, token_env", a.Name)
 	case len(creds) > 1:
-		return a, fieldError(path, n, "account %q has %s: give exactly one", a.Name, strings.Join(creds, " and "))
+		return a, n.Errorf("account %q has %s: give exactly one", a.Name, strings.Join(creds, " and "))
 	}
 	if tokenEnvNode != nil {
 		if getenv == nil {
@@ -167,7 +150,7 @@ func parseAccount(n *yaml.Node, path string, getenv func(string) string) (Accoun
 		}
 		a.Token = strings.TrimSpace(getenv(tokenEnv))
 		if a.Token == "" {
-			return a, fieldError(path+".token_env", tokenEnvNode, "environment variable %s is not set or empty", tokenEnv)
+			return a, tokenEnvNode.Errorf("environment variable %s is not set or empty", tokenEnv)
 		}
 		a.source = "env " + tokenEnv
 	}
@@ -175,23 +158,23 @@ func parseAccount(n *yaml.Node, path string, getenv func(string) string) (Accoun
 }
 
 // percent decodes max_used_percent: a number above 0 and at most 100.
-func percent(n *yaml.Node, at string) (float64, error) {
-	if n.Kind != yaml.ScalarNode || (n.ShortTag() != "!!int" && n.ShortTag() != "!!float") {
-		return 0, fieldError(at, n, "want a number above 0 and at most 100, got %s", strconv.Quote(n.Value))
+func percent(n yamlfile.Node) (float64, error) {
+	if !n.IsScalar() || (n.Tag() != "!!int" && n.Tag() != "!!float") {
+		return 0, n.Errorf("want a number above 0 and at most 100, got %s", strconv.Quote(n.Text()))
 	}
-	f, err := strconv.ParseFloat(n.Value, 64)
+	f, err := strconv.ParseFloat(n.Text(), 64)
 	if err != nil || math.IsNaN(f) || f <= 0 || f > 100 {
-		return 0, fieldError(at, n, "want a number above 0 and at most 100, got %s", n.Value)
+		return 0, n.Errorf("want a number above 0 and at most 100, got %s", n.Text())
 	}
 	return f, nil
 }
 
 // positiveInt decodes max_concurrent: a whole number of at least 1.
-func positiveInt(n *yaml.Node, at string) (int, error) {
-	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!int" {
-		if v, err := strconv.Atoi(n.Value); err == nil && v >= 1 {
+func positiveInt(n yamlfile.Node) (int, error) {
+	if n.IsScalar() && n.Tag() == "!!int" {
+		if v, err := strconv.Atoi(n.Text()); err == nil && v >= 1 {
 			return v, nil
 		}
 	}
-	return 0, fieldError(at, n, "want a whole number of at least 1, got %s", strconv.Quote(n.Value))
+	return 0, n.Errorf("want a whole number of at least 1, got %s", strconv.Quote(n.Text()))
 }

@@ -16,7 +16,9 @@ import (
 	"github.com/codexpool/codexpool/gate"
 	"github.com/codexpool/codexpool/internal/config"
 	"github.com/codexpool/codexpool/queue"
+	"github.com/codexpool/codexpool/schemas"
 	"github.com/codexpool/codexpool/worker"
+	"github.com/codexpool/codexpool/worker/codex"
 )
 
 // envPrefix is the prefix of every setting's environment variable.
@@ -25,10 +27,12 @@ const envPrefix = "CODEXPOOL"
 // The process configuration comes in three layers, each overriding the one before: the defaults
 // (written once, in defaultPoolConfig, defaultWorkerConfig and defaultGatewayConfig), the
 // codexpool.yaml file (--config or CODEXPOOL_CONFIG) and the CODEXPOOL_* environment variables,
-// read through run's getenv. internal/config does the loading from one set of field tags: env
-// (the variable), key (the file's section.name), desc, secret and ms (an older variable in
-// milliseconds). The tags are the single source of the settings tables that `codexpool worker
-// --help` prints and that README.md and docker-compose.yml are checked against. Library packages
+// read through run's getenv. The settings are section structs (PoolNATS, WorkerJobs, Codex, ...)
+// embedded with their section's yaml tag; internal/config does the loading from one set of field
+// tags: envconfig (the variable), yaml (the key in the section), secret and ms (an older variable
+// in milliseconds), and each setting's help is in confighelp.go. They are the single source of the
+// settings tables that `codexpool worker --help` prints and that README.md and docker-compose.yml
+// are checked against. Library packages
 // take plain values; only this package knows the variable names and the file keys.
 
 // sectionOrder is the order of the file's sections.
@@ -105,27 +109,39 @@ func fieldError(cmd, name, format string, args ...any) error {
 // PoolConfig is how a process reaches the pool: the NATS server list, authentication and TLS, and
 // the subjects. Every subcommand that connects (worker, ask, and the pool's other clients) reads it.
 type PoolConfig struct {
-	NATSURL       string `env:"NATS_URL" key:"nats.url" secret:"url" desc:"NATS server URL(s), comma-separated; empty: a worker starts an embedded NATS server (or joins this user's), every other command connects to nats://127.0.0.1:4222"`
-	NATSCreds     string `env:"NATS_CREDS" key:"nats.creds" desc:"NATS credentials file (user JWT + nkey seed)"`
-	NATSNKey      string `env:"NATS_NKEY" key:"nats.nkey" desc:"NATS nkey seed file"`
-	NATSUser      string `env:"NATS_USER" key:"nats.user" desc:"NATS user name (with CODEXPOOL_NATS_PASSWORD)"`
-	NATSPassword  string `env:"NATS_PASSWORD" key:"nats.password" secret:"true" desc:"NATS password"`
-	NATSToken     string `env:"NATS_TOKEN" key:"nats.token" secret:"true" desc:"NATS authorization token"`
-	NATSTLSCA     string `env:"NATS_TLS_CA" key:"nats.tls_ca" desc:"PEM file of the CA(s) that sign the NATS server's certificate; turns TLS on"`
-	NATSTLSCert   string `env:"NATS_TLS_CERT" key:"nats.tls_cert" desc:"PEM client certificate for NATS (with CODEXPOOL_NATS_TLS_KEY)"`
-	NATSTLSKey    string `env:"NATS_TLS_KEY" key:"nats.tls_key" desc:"PEM key of the NATS client certificate"`
-	Subject       string `env:"SUBJECT" key:"nats.subject" desc:"subject of generation requests"`
-	CancelSubject string `env:"CANCEL_SUBJECT" key:"nats.cancel_subject" desc:"a Codex-Request-Id published here stops that generation (every worker listens)"`
+	PoolNATS `yaml:"nats"`
+	PoolJobs `yaml:"jobs"`
+}
 
-	JobsSubject   string `env:"JOBS_SUBJECT" key:"jobs.subject" desc:"durable jobs: the stream captures JOBS_SUBJECT.>, jobs are published to JOBS_SUBJECT.submit"`
-	JobsStream    string `env:"JOBS_STREAM" key:"jobs.stream" desc:"durable jobs: the JetStream stream"`
-	ResultsBucket string `env:"RESULTS_BUCKET" key:"jobs.results_bucket" desc:"durable jobs: the KV bucket of results (key = job id)"`
+// PoolNATS is the pool's part of the nats section: the servers, how to log in, the subjects.
+type PoolNATS struct {
+	NATSURL       string `envconfig:"NATS_URL" yaml:"url" secret:"url"`
+	NATSCreds     string `envconfig:"NATS_CREDS" yaml:"creds"`
+	NATSNKey      string `envconfig:"NATS_NKEY" yaml:"nkey"`
+	NATSUser      string `envconfig:"NATS_USER" yaml:"user"`
+	NATSPassword  string `envconfig:"NATS_PASSWORD" yaml:"password" secret:"true"`
+	NATSToken     string `envconfig:"NATS_TOKEN" yaml:"token" secret:"true"`
+	NATSTLSCA     string `envconfig:"NATS_TLS_CA" yaml:"tls_ca"`
+	NATSTLSCert   string `envconfig:"NATS_TLS_CERT" yaml:"tls_cert"`
+	NATSTLSKey    string `envconfig:"NATS_TLS_KEY" yaml:"tls_key"`
+	Subject       string `envconfig:"SUBJECT" yaml:"subject"`
+	CancelSubject string `envconfig:"CANCEL_SUBJECT" yaml:"cancel_subject"`
+}
+
+// PoolJobs is the pool's part of the jobs section: where durable jobs and their results live.
+type PoolJobs struct {
+	JobsSubject   string `envconfig:"JOBS_SUBJECT" yaml:"subject"`
+	JobsStream    string `envconfig:"JOBS_STREAM" yaml:"stream"`
+	ResultsBucket string `envconfig:"RESULTS_BUCKET" yaml:"results_bucket"`
 }
 
 // defaultPoolConfig returns the documented defaults of the pool settings.
 func defaultPoolConfig() PoolConfig {
-	return PoolConfig{Subject: "codex.generate", CancelSubject: "codex.cancel", JobsSubject: "codex.jobs",
-		JobsStream: "CODEXPOOL_JOBS", ResultsBucket: "CODEXPOOL_RESULTS"}
+	return PoolConfig{
+		PoolNATS: PoolNATS{Subject: schemas.DefaultSubject, CancelSubject: schemas.DefaultCancelSubject},
+		PoolJobs: PoolJobs{JobsSubject: schemas.DefaultJobsSubject, JobsStream: schemas.DefaultJobsStream,
+			ResultsBucket: schemas.DefaultResultsBucket},
+	}
 }
 
 // loadPoolConfig reads the pool settings of a client subcommand (fs names it) from its settings
@@ -266,79 +282,124 @@ func (c PoolConfig) security() queue.Security {
 // workerConfig is `codexpool worker`'s configuration.
 type workerConfig struct {
 	PoolConfig
-	EmbeddedNATSAddr string `env:"EMBEDDED_NATS_ADDR" key:"nats.embedded_addr" desc:"where the embedded NATS server listens, so clients and more workers can join"`
-	QueueGroup       string `env:"QUEUE_GROUP" key:"nats.queue_group" desc:"queue group every worker joins"`
-	WorkerID         string `env:"WORKER_ID" key:"nats.worker_id" desc:"this worker's id in replies, logs and stats; default <hostname>-<pid>"`
-
-	EmbeddedNATSStore string `env:"EMBEDDED_NATS_STORE" key:"nats.embedded_store" desc:"JetStream store of the embedded NATS server; default $XDG_STATE_HOME/codexpool/nats (~/.local/state/codexpool/nats)"`
-
-	MetricsAddr string `env:"METRICS_ADDR" key:"metrics.addr" desc:"where to serve Prometheus /metrics, /healthz and /readyz, e.g. 127.0.0.1:9464; empty = off"`
-	Usage       bool   `env:"USAGE" key:"metrics.usage" desc:"record the usage of requests no gateway records (sent straight over NATS) per account in the JetStream stream CODEXPOOL_USAGE, for codexpool usage --by account; off without JetStream"`
-
-	Jobs                string        `env:"JOBS" key:"jobs.mode" desc:"durable jobs: auto (consume them when the server has JetStream), on (fail at start without it), off"`
-	JobsReplicas        int           `env:"JOBS_REPLICAS" key:"jobs.replicas" desc:"replicas of the jobs stream and the results bucket when this worker creates them (3 on a cluster)"`
-	JobsDedup           time.Duration `env:"JOBS_DEDUP" key:"jobs.dedup" desc:"the stream's duplicate window: a Nats-Msg-Id seen within it is dropped"`
-	JobsAckWait         time.Duration `env:"JOBS_ACK_WAIT" key:"jobs.ack_wait" desc:"a job whose worker went silent this long is delivered again"`
-	JobsMaxAttempts     int           `env:"JOBS_MAX_ATTEMPTS" key:"jobs.max_attempts" desc:"deliveries of a job that fails with 403, 429, 5xx or 504 before its error is the result"`
-	JobsMaxAckPending   int           `env:"JOBS_MAX_ACK_PENDING" key:"jobs.max_ack_pending" desc:"jobs in flight across the pool (the consumer's MaxAckPending): at least the sum of every worker's MAX_INFLIGHT"`
-	ResultsTTL          time.Duration `env:"RESULTS_TTL" key:"jobs.results_ttl" desc:"how long a job's result stays in the results bucket"`
-	Accounts            string        `env:"ACCOUNTS" key:"accounts.file" desc:"accounts file (YAML or JSON list of {name, auth_file | token | token_env, account_id, max_used_percent, max_concurrent}); replaces the CODEXPOOL_CODEX_TOKEN/ACCOUNT_ID/AUTH_FILE account"`
-	AccountCooldown     time.Duration `env:"ACCOUNT_COOLDOWN" key:"accounts.cooldown" desc:"with CODEXPOOL_ACCOUNTS: how long an account refused for limits or credentials stays out when the origin gives no reset time"`
-	Sticky              bool          `env:"STICKY" key:"accounts.sticky" desc:"sticky routing: requests of one session (X-Claude-Code-Session-Id with X-Claude-Code-Agent-Id, else session_id, else the body's prompt_cache_key) go to the same account, so its prompt cache serves them"`
-	StickyTTL           time.Duration `env:"STICKY_TTL" key:"accounts.sticky_ttl" desc:"how long a session's binding to an account lasts after its last use (entries of the sticky bucket, when this worker creates it)"`
-	StickyBucket        string        `env:"STICKY_BUCKET" key:"accounts.sticky_bucket" desc:"JetStream key-value bucket of the pool's session bindings, shared by every worker; without JetStream each worker keeps its own"`
-	AccountQueueTimeout time.Duration `env:"ACCOUNT_QUEUE_TIMEOUT" key:"accounts.queue_timeout" desc:"longest a request waits when the accounts it may use are at their max_concurrent (accounts file), then 429 worker_busy with retry_after_ms"`
-	AccountLeaseTTL     time.Duration `env:"ACCOUNT_LEASE_TTL" key:"accounts.lease_ttl" desc:"max_concurrent slots are leases in JetStream, renewed every third of this: a killed worker's slots come back this long after (when this worker creates the bucket)"`
-
-	CodexURL            string        `env:"CODEX_URL" key:"codex.url" desc:"Codex origin; http(s) and ws(s) accepted"`
-	CodexToken          string        `env:"CODEX_TOKEN" key:"codex.token" secret:"true" desc:"bearer token (API key or ChatGPT access token)"`
-	CodexAccountID      string        `env:"CODEX_ACCOUNT_ID" key:"codex.account_id" desc:"sent as ChatGPT-Account-Id"`
-	CodexAuthFile       string        `env:"CODEX_AUTH_FILE" key:"codex.auth_file" desc:"Codex CLI login, read when no token is set; re-read when it changes, refreshed before it expires"`
-	CodexRefreshURL     string        `env:"CODEX_REFRESH_URL" key:"codex.refresh_url" desc:"OAuth token endpoint that refreshes the login of the auth file"`
-	CodexClientID       string        `env:"CODEX_CLIENT_ID" key:"codex.client_id" desc:"OAuth client id sent with a refresh"`
-	CredentialsKeyFile  string        `env:"CREDENTIALS_KEY_FILE" key:"codex.credentials_key_file" desc:"file holding the credentials key instead of CODEXPOOL_CREDENTIALS_KEY (the same content on every worker); with an embedded server and neither set, the state directory's credentials.key (made at first start, 0600)"`
-	CredentialsReplicas int           `env:"CREDENTIALS_REPLICAS" key:"codex.credentials_replicas" desc:"replicas of the credentials bucket when a worker creates it (3 on a cluster)"`
-	CredentialsBucket   string        `env:"CREDENTIALS_BUCKET" key:"codex.credentials_bucket" desc:"JetStream key-value bucket through which workers share logins (one refresher at a time, rotated tokens to all); used when the server has JetStream"`
-	CredentialsKey      string        `env:"CREDENTIALS_KEY" key:"codex.credentials_key" secret:"true" desc:"secret that encrypts and authenticates the tokens in the credentials bucket (the same on every worker); empty and no key file = the login is not shared over NATS"`
-	WSRetryAfter        time.Duration `env:"WS_RETRY_AFTER" key:"codex.ws_retry_after" desc:"after the origin refused WebSockets (426): use HTTP streaming this long, then try a WebSocket again"`
-	Model               string        `env:"MODEL" key:"codex.model" desc:"model used when a request names none"`
-
-	WSConnectSpacing  time.Duration `env:"WS_CONNECT_SPACING" ms:"WS_CONNECT_SPACING_MS" key:"gate.ws_connect_spacing" desc:"the gate's floor: spacing is never relaxed below it"`
-	Gate              string        `env:"GATE" key:"gate.mode" desc:"connect gate: adaptive (congestion control), reference (the rules of the Rust proxy codexpool grew out of), fixed (spacing = floor), off (no pacing)"`
-	GateScope         string        `env:"GATE_SCOPE" key:"gate.scope" desc:"adaptive gates that share state over NATS: host (workers on this machine with the same account), account (every worker with the same account), process (none), or any string (workers with the same string and account)"`
-	ForbiddenBudget   time.Duration `env:"FORBIDDEN_BUDGET" key:"gate.forbidden_budget" desc:"adaptive gate: longest a request keeps retrying refused (403) upgrades, from the first refusal"`
-	ForbiddenCooldown time.Duration `env:"FORBIDDEN_COOLDOWN" ms:"FORBIDDEN_COOLDOWN_MS" key:"gate.forbidden_cooldown" desc:"reference, fixed and off gates: wait before the one retry after a 403 (adaptive paces 403 retries through the gate until the request's deadline)"`
-	WSReuse           bool          `env:"WS_REUSE" key:"codex.ws_reuse" desc:"keep completed sockets for the next request"`
-
-	ReplyPrefixes   string        `env:"REPLY_PREFIXES" key:"nats.reply_prefixes" desc:"comma list: replies, stream events and errors go only to reply subjects (and a job's Codex-Reply-To) that start with one of these; anything else is never generated nor answered"`
-	MaxInflight     int           `env:"MAX_INFLIGHT" key:"nats.max_inflight" desc:"generations this worker runs at once; excess goes to other workers or gets worker_busy"`
-	MaxRequestBytes int           `env:"MAX_REQUEST_BYTES" key:"nats.max_request_bytes" desc:"largest request payload; 0 = the NATS server's max payload"`
-	RequestTimeout  time.Duration `env:"REQUEST_TIMEOUT" key:"nats.request_timeout" desc:"longest a request may take"`
-	ConnectTimeout  time.Duration `env:"CONNECT_TIMEOUT" key:"codex.connect_timeout" desc:"one upgrade attempt"`
-	IdleTimeout     time.Duration `env:"IDLE_TIMEOUT" key:"codex.idle_timeout" desc:"longest gap between upstream events (and before the first)"`
-	ShutdownGrace   time.Duration `env:"SHUTDOWN_GRACE" key:"nats.shutdown_grace" desc:"on SIGTERM: stop taking work, finish in-flight within this"`
-	SessionIdle     time.Duration `env:"SESSION_IDLE_TIMEOUT" key:"codex.session_idle_timeout" desc:"a session (Codex-Session-Id) idle this long gives its reserved upstream socket back; its next continuation gets previous_response_not_found"`
-
-	LogLevel  string `env:"LOG_LEVEL" key:"log.level" desc:"debug, info, warn or error"`
-	LogFormat string `env:"LOG_FORMAT" key:"log.format" desc:"auto (colour text on a terminal, JSON otherwise), text or json"`
+	WorkerNATS `yaml:"nats"`
+	WorkerJobs `yaml:"jobs"`
+	Metrics    `yaml:"metrics"`
+	Accounts   `yaml:"accounts"`
+	Codex      `yaml:"codex"`
+	Gate       `yaml:"gate"`
+	Log        `yaml:"log"`
 }
 
-// defaultWorkerConfig returns the documented defaults of `codexpool worker`.
+// WorkerNATS is the worker's part of the nats section: its embedded server, its queue group and
+// what it accepts.
+type WorkerNATS struct {
+	EmbeddedNATSAddr  string        `envconfig:"EMBEDDED_NATS_ADDR" yaml:"embedded_addr"`
+	QueueGroup        string        `envconfig:"QUEUE_GROUP" yaml:"queue_group"`
+	WorkerID          string        `envconfig:"WORKER_ID" yaml:"worker_id"`
+	EmbeddedNATSStore string        `envconfig:"EMBEDDED_NATS_STORE" yaml:"embedded_store"`
+	ReplyPrefixes     string        `envconfig:"REPLY_PREFIXES" yaml:"reply_prefixes"`
+	MaxInflight       int           `envconfig:"MAX_INFLIGHT" yaml:"max_inflight"`
+	MaxRequestBytes   int           `envconfig:"MAX_REQUEST_BYTES" yaml:"max_request_bytes"`
+	RequestTimeout    time.Duration `envconfig:"REQUEST_TIMEOUT" yaml:"request_timeout"`
+	ShutdownGrace     time.Duration `envconfig:"SHUTDOWN_GRACE" yaml:"shutdown_grace"`
+}
+
+// WorkerJobs is the worker's part of the jobs section: consuming durable jobs.
+type WorkerJobs struct {
+	Jobs              string        `envconfig:"JOBS" yaml:"mode"`
+	JobsReplicas      int           `envconfig:"JOBS_REPLICAS" yaml:"replicas"`
+	JobsDedup         time.Duration `envconfig:"JOBS_DEDUP" yaml:"dedup"`
+	JobsAckWait       time.Duration `envconfig:"JOBS_ACK_WAIT" yaml:"ack_wait"`
+	JobsMaxAttempts   int           `envconfig:"JOBS_MAX_ATTEMPTS" yaml:"max_attempts"`
+	JobsMaxAckPending int           `envconfig:"JOBS_MAX_ACK_PENDING" yaml:"max_ack_pending"`
+	ResultsTTL        time.Duration `envconfig:"RESULTS_TTL" yaml:"results_ttl"`
+}
+
+// Metrics is the metrics section: Prometheus and the usage of requests sent straight over NATS.
+type Metrics struct {
+	MetricsAddr string `envconfig:"METRICS_ADDR" yaml:"addr"`
+	Usage       bool   `envconfig:"USAGE" yaml:"usage"`
+}
+
+// Accounts is the accounts section: the accounts file and how requests are routed over it.
+type Accounts struct {
+	AccountsFile        string        `envconfig:"ACCOUNTS" yaml:"file"`
+	AccountCooldown     time.Duration `envconfig:"ACCOUNT_COOLDOWN" yaml:"cooldown"`
+	Sticky              bool          `envconfig:"STICKY" yaml:"sticky"`
+	StickyTTL           time.Duration `envconfig:"STICKY_TTL" yaml:"sticky_ttl"`
+	StickyBucket        string        `envconfig:"STICKY_BUCKET" yaml:"sticky_bucket"`
+	AccountQueueTimeout time.Duration `envconfig:"ACCOUNT_QUEUE_TIMEOUT" yaml:"queue_timeout"`
+	AccountLeaseTTL     time.Duration `envconfig:"ACCOUNT_LEASE_TTL" yaml:"lease_ttl"`
+}
+
+// Codex is the codex section: the origin, the one account without an accounts file, the login
+// and its sharing, and the upstream sockets.
+type Codex struct {
+	CodexURL            string        `envconfig:"CODEX_URL" yaml:"url"`
+	CodexToken          string        `envconfig:"CODEX_TOKEN" yaml:"token" secret:"true"`
+	CodexAccountID      string        `envconfig:"CODEX_ACCOUNT_ID" yaml:"account_id"`
+	CodexAuthFile       string        `envconfig:"CODEX_AUTH_FILE" yaml:"auth_file"`
+	CodexRefreshURL     string        `envconfig:"CODEX_REFRESH_URL" yaml:"refresh_url"`
+	CodexClientID       string        `envconfig:"CODEX_CLIENT_ID" yaml:"client_id"`
+	CredentialsKeyFile  string        `envconfig:"CREDENTIALS_KEY_FILE" yaml:"credentials_key_file"`
+	CredentialsReplicas int           `envconfig:"CREDENTIALS_REPLICAS" yaml:"credentials_replicas"`
+	CredentialsBucket   string        `envconfig:"CREDENTIALS_BUCKET" yaml:"credentials_bucket"`
+	CredentialsKey      string        `envconfig:"CREDENTIALS_KEY" yaml:"credentials_key" secret:"true"`
+	WSRetryAfter        time.Duration `envconfig:"WS_RETRY_AFTER" yaml:"ws_retry_after"`
+	Model               string        `envconfig:"MODEL" yaml:"model"`
+	WSReuse             bool          `envconfig:"WS_REUSE" yaml:"ws_reuse"`
+	ConnectTimeout      time.Duration `envconfig:"CONNECT_TIMEOUT" yaml:"connect_timeout"`
+	IdleTimeout         time.Duration `envconfig:"IDLE_TIMEOUT" yaml:"idle_timeout"`
+	SessionIdle         time.Duration `envconfig:"SESSION_IDLE_TIMEOUT" yaml:"session_idle_timeout"`
+}
+
+// Gate is the gate section: how upgrades to the origin are paced.
+type Gate struct {
+	WSConnectSpacing  time.Duration `envconfig:"WS_CONNECT_SPACING" ms:"WS_CONNECT_SPACING_MS" yaml:"ws_connect_spacing"`
+	GateMode          string        `envconfig:"GATE" yaml:"mode"`
+	GateScope         string        `envconfig:"GATE_SCOPE" yaml:"scope"`
+	ForbiddenBudget   time.Duration `envconfig:"FORBIDDEN_BUDGET" yaml:"forbidden_budget"`
+	ForbiddenCooldown time.Duration `envconfig:"FORBIDDEN_COOLDOWN" ms:"FORBIDDEN_COOLDOWN_MS" yaml:"forbidden_cooldown"`
+}
+
+// Log is the log section, the worker's and the gateway's.
+type Log struct {
+	LogLevel  string `envconfig:"LOG_LEVEL" yaml:"level"`
+	LogFormat string `envconfig:"LOG_FORMAT" yaml:"format"`
+}
+
+// defaultShutdownGrace is how long in-flight work may take after SIGTERM, worker and gateway
+// alike (one variable, CODEXPOOL_SHUTDOWN_GRACE).
+const defaultShutdownGrace = 30 * time.Second
+
+// defaultLog returns the defaults of the log section.
+func defaultLog() Log { return Log{LogLevel: "info", LogFormat: "auto"} }
+
+// defaultWorkerConfig returns the documented defaults of `codexpool worker`: each written once,
+// here or as the library's Default constant.
 func defaultWorkerConfig() workerConfig {
 	return workerConfig{
 		PoolConfig: defaultPoolConfig(),
-		Jobs:       "auto", JobsReplicas: 1, JobsDedup: 2 * time.Minute, JobsAckWait: 60 * time.Second,
-		JobsMaxAttempts: 5, JobsMaxAckPending: 10000, ResultsTTL: 24 * time.Hour,
-		EmbeddedNATSAddr: "127.0.0.1:4222", QueueGroup: "codexpool",
-		CodexURL: "https://chatgpt.com/backend-api/codex/responses", CodexAuthFile: "~/.codex/auth.json",
-		CodexRefreshURL: "https://auth.openai.com/oauth/token", CodexClientID: "app_EMoamEEZ73f0CkXaXp7hrann",
-		CredentialsBucket: "CODEXPOOL_CREDENTIALS", CredentialsReplicas: 1, WSRetryAfter: 10 * time.Minute,
-		Model: "gpt-5.1-codex", Gate: "adaptive", ForbiddenCooldown: 3 * time.Second, WSReuse: true,
-		GateScope: "host", ForbiddenBudget: 10 * time.Second, ReplyPrefixes: "_INBOX.", MaxInflight: 256, RequestTimeout: 10 * time.Minute,
-		ConnectTimeout: 15 * time.Second, IdleTimeout: 5 * time.Minute, ShutdownGrace: 30 * time.Second,
-		LogLevel: "info", LogFormat: "auto", AccountCooldown: 30 * time.Second, SessionIdle: 5 * time.Minute,
-		Sticky: true, StickyTTL: time.Hour, StickyBucket: "CODEXPOOL_SESSIONS",
-		AccountQueueTimeout: 30 * time.Second, AccountLeaseTTL: 6 * time.Second, Usage: true,
+		WorkerNATS: WorkerNATS{EmbeddedNATSAddr: "127.0.0.1:4222", QueueGroup: queue.DefaultQueueGroup,
+			ReplyPrefixes: queue.DefaultReplyPrefix, MaxInflight: queue.DefaultMaxInflight,
+			RequestTimeout: queue.DefaultRequestTimeout, ShutdownGrace: defaultShutdownGrace},
+		WorkerJobs: WorkerJobs{Jobs: "auto", JobsReplicas: 1, JobsDedup: queue.DefaultJobsDedup,
+			JobsAckWait: queue.DefaultJobsAckWait, JobsMaxAttempts: queue.DefaultJobsMaxAttempts,
+			JobsMaxAckPending: queue.DefaultJobsMaxAckPending, ResultsTTL: queue.DefaultResultsTTL},
+		Metrics: Metrics{Usage: true},
+		Accounts: Accounts{AccountCooldown: worker.DefaultCooldown, Sticky: true, StickyTTL: queue.DefaultSessionTTL,
+			StickyBucket: queue.DefaultSessionsBucket, AccountQueueTimeout: worker.DefaultAccountQueueTimeout,
+			AccountLeaseTTL: queue.DefaultLeaseTTL},
+		Codex: Codex{CodexURL: codex.DefaultURL, CodexAuthFile: "~/.codex/auth.json",
+			CodexRefreshURL: codex.DefaultRefreshURL, CodexClientID: codex.DefaultClientID,
+			CredentialsReplicas: 1, CredentialsBucket: queue.DefaultCredentialsBucket,
+			WSRetryAfter: codex.DefaultWSRetryAfter, Model: worker.DefaultModel, WSReuse: true,
+			ConnectTimeout: gate.DefaultConnectTimeout, IdleTimeout: codex.DefaultIdleTimeout,
+			SessionIdle: worker.DefaultSessionIdleTimeout},
+		Gate: Gate{GateMode: string(gate.Adaptive), GateScope: "host", ForbiddenBudget: gate.DefaultForbiddenBudget,
+			ForbiddenCooldown: gate.DefaultForbiddenCooldown},
+		Log: defaultLog(),
 	}
 }
 
@@ -477,7 +538,7 @@ func (c workerConfig) validateFormats() error {
 			return bad("METRICS_ADDR", "must be host:port, e.g. 127.0.0.1:9464, got %q", c.MetricsAddr)
 		}
 	}
-	if _, err := gate.ParseMode(c.Gate); err != nil {
+	if _, err := gate.ParseMode(c.GateMode); err != nil {
 		return bad("GATE", "%v", err)
 	}
 	return validateLog("worker", c.LogLevel, c.LogFormat)
@@ -517,10 +578,10 @@ func (c workerConfig) authFilePath() string {
 // accounts reads the CODEXPOOL_ACCOUNTS file (nil without one), resolving token_env with
 // getenv. Errors name the variable, the file, the field and the line, never a secret.
 func (c workerConfig) accounts(getenv func(string) string) ([]worker.Account, error) {
-	if c.Accounts == "" {
+	if c.AccountsFile == "" {
 		return nil, nil
 	}
-	accts, err := worker.LoadAccounts(c.Accounts, getenv)
+	accts, err := worker.LoadAccounts(c.AccountsFile, getenv)
 	if err != nil {
 		return nil, settingError("ACCOUNTS", "%s", strings.TrimPrefix(err.Error(), "worker: "))
 	}
@@ -530,7 +591,7 @@ func (c workerConfig) accounts(getenv func(string) string) ([]worker.Account, er
 // worker returns the worker's library configuration: accts (from the accounts file), or without
 // them the one account of the CODEXPOOL_CODEX_* settings.
 func (c workerConfig) worker(accts []worker.Account) worker.Config {
-	mode, _ := gate.ParseMode(c.Gate) // validated
+	mode, _ := gate.ParseMode(c.GateMode) // validated
 	return worker.Config{
 		ID:             c.id(),
 		Model:          c.Model,

@@ -22,7 +22,7 @@ func TestValidateNamesTheVariable(t *testing.T) {
 		want   string
 	}{
 		{"max inflight", func(c *workerConfig) { c.MaxInflight = 0 }, "CODEXPOOL_MAX_INFLIGHT"},
-		{"gate", func(c *workerConfig) { c.Gate = "turbo" }, "CODEXPOOL_GATE"},
+		{"gate", func(c *workerConfig) { c.GateMode = "turbo" }, "CODEXPOOL_GATE"},
 		{"log level", func(c *workerConfig) { c.LogLevel = "loud" }, "CODEXPOOL_LOG_LEVEL"},
 		{"log format", func(c *workerConfig) { c.LogFormat = "xml" }, "CODEXPOOL_LOG_FORMAT"},
 		{"request timeout", func(c *workerConfig) { c.RequestTimeout = 0 }, "CODEXPOOL_REQUEST_TIMEOUT"},
@@ -60,7 +60,7 @@ func TestLoadConfigFromEnvironment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.MaxInflight != 7 || c.RequestTimeout != 90*time.Second || c.Gate != "fixed" || c.WSReuse {
+	if c.MaxInflight != 7 || c.RequestTimeout != 90*time.Second || c.GateMode != "fixed" || c.WSReuse {
 		t.Fatalf("got %+v", c)
 	}
 	if c.Model != "gpt-5.1-codex" || c.Subject != "codex.generate" || c.ShutdownGrace != 30*time.Second {
@@ -129,7 +129,7 @@ func TestAccountsSetting(t *testing.T) {
 		t.Fatalf("worker config without accounts: %+v", wc)
 	}
 
-	c.Accounts = write("good.yaml", "- {name: a, auth_file: a.json, max_used_percent: 90}\n- {name: b, token_env: TOKEN_B}\n")
+	c.AccountsFile = write("good.yaml", "- {name: a, auth_file: a.json, max_used_percent: 90}\n- {name: b, token_env: TOKEN_B}\n")
 	accts, err := c.accounts(getenv)
 	if err != nil {
 		t.Fatal(err)
@@ -145,13 +145,39 @@ func TestAccountsSetting(t *testing.T) {
 		"- name: a\n  token_env: NOT_SET\n":                                     "accounts[0].token_env (line 2): environment variable NOT_SET is not set",
 	}
 	for data, want := range bad {
-		c.Accounts = write("bad.yaml", data)
+		c.AccountsFile = write("bad.yaml", data)
 		_, err := c.accounts(getenv)
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("got %v, want an error containing %q", err, want)
 		}
 		if err != nil && strings.Contains(err.Error(), secret) {
 			t.Errorf("error leaks the token: %v", err)
+		}
+	}
+}
+
+// TestEverySettingHasHelp: each setting has a help line in confighelp.go, and each help line
+// belongs to a setting.
+func TestEverySettingHasHelp(t *testing.T) {
+	used := map[string]bool{}
+	w, g := defaultWorkerConfig(), defaultGatewayConfig()
+	for _, spec := range []any{&w, &g} {
+		list, err := config.Fields(envPrefix, spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range list {
+			if s.Desc == "" {
+				t.Errorf("%s (%s) has no help in confighelp.go", s.Key, s.Env)
+			}
+			used[s.Key] = true
+		}
+	}
+	for _, help := range []map[string]string{settingHelp, gatewayHelp} {
+		for key := range help {
+			if !used[key] {
+				t.Errorf("confighelp.go: %s is no setting", key)
+			}
 		}
 	}
 }

@@ -46,7 +46,7 @@ func runConfig(_ context.Context, e env, args []string) error {
 	if err := wst.Merge(gst).Sorted(sectionOrder).Print(e.stdout); err != nil {
 		return err
 	}
-	if err := warnEnviron(e, wc.Accounts); err != nil {
+	if err := warnEnviron(e, wc.AccountsFile); err != nil {
 		return err
 	}
 	if err := wst.Explain(wc.validate()); err != nil {

@@ -44,28 +44,36 @@ Settings: the file key (in --config FILE or $CODEXPOOL_CONFIG), overridden by th
 // gatewayConfig is `codexpool gateway`'s configuration.
 type gatewayConfig struct {
 	PoolConfig
-	Addr           string        `env:"GATEWAY_ADDR" key:"gateway.addr" desc:"where the gateway listens (host:port); without keys only a loopback address is accepted"`
-	Keys           string        `env:"GATEWAY_KEYS" key:"gateway.keys" secret:"true" desc:"client keys (Authorization: Bearer <key>), comma-separated, or @/path/to/file with one key per line; empty = no authentication, loopback only"`
-	KeysFile       string        `env:"GATEWAY_KEYS_FILE" key:"gateway.keys_file" desc:"keys file (YAML or JSON): named client keys with per-key limits (requests per minute, tokens per 5h/day/week, concurrent requests, models) and admin rights, next to GATEWAY_KEYS (those are unlimited, not admin); see docs/usage.md"`
-	Usage          bool          `env:"GATEWAY_USAGE" key:"gateway.usage" desc:"record each request's usage (per key and account, in the JetStream stream CODEXPOOL_USAGE) and enforce the keys file's limits across gateways; needs JetStream (without it, off, and a keys file with limits is refused)"`
-	Models         string        `env:"GATEWAY_MODELS" key:"gateway.models" desc:"models GET /v1/models lists, comma-separated (requests may name any: the workers decide)"`
-	ModelMap       string        `env:"GATEWAY_MODEL_MAP" key:"gateway.model_map" desc:"maps /v1/messages model names not in GATEWAY_MODELS (e.g. claude-*) to pool models: pattern=model,... (path.Match patterns, first match wins); unmatched names get the workers' default model"`
-	MaxBodyBytes   int64         `env:"GATEWAY_MAX_BODY_BYTES" key:"gateway.max_body_bytes" desc:"largest request body, 413 above it; 0 = the NATS server's max payload"`
-	KeepAlive      time.Duration `env:"GATEWAY_KEEPALIVE" key:"gateway.keepalive" desc:"a stream silent this long gets an SSE keep-alive comment"`
-	RequestTimeout time.Duration `env:"GATEWAY_REQUEST_TIMEOUT" key:"gateway.request_timeout" desc:"longest a request may take (the pool request's deadline, sent as Codex-Timeout)"`
-	WriteTimeout   time.Duration `env:"GATEWAY_WRITE_TIMEOUT" key:"gateway.write_timeout" desc:"longest one write of a stream may wait for a client that does not read; then it is cut off and its request cancelled"`
-	Unavailable    time.Duration `env:"GATEWAY_UNAVAILABLE_WAIT" key:"gateway.unavailable_wait" desc:"how long a request waits for a NATS connection that is down before it is answered 503 unavailable with retry-after"`
-	ShutdownGrace  time.Duration `env:"SHUTDOWN_GRACE" key:"gateway.shutdown_grace" desc:"on SIGTERM: stop accepting, let requests and streams in progress finish within this"`
-	LogLevel       string        `env:"LOG_LEVEL" key:"log.level" desc:"debug (adds request bodies), info (one line per request), warn or error"`
-	LogFormat      string        `env:"LOG_FORMAT" key:"log.format" desc:"auto (colour text on a terminal, JSON otherwise), text or json"`
+	Gateway `yaml:"gateway"`
+	Log     `yaml:"log"`
+}
+
+// Gateway is the gateway section.
+type Gateway struct {
+	Addr           string        `envconfig:"GATEWAY_ADDR" yaml:"addr"`
+	Keys           string        `envconfig:"GATEWAY_KEYS" yaml:"keys" secret:"true"`
+	KeysFile       string        `envconfig:"GATEWAY_KEYS_FILE" yaml:"keys_file"`
+	Usage          bool          `envconfig:"GATEWAY_USAGE" yaml:"usage"`
+	Models         string        `envconfig:"GATEWAY_MODELS" yaml:"models"`
+	ModelMap       string        `envconfig:"GATEWAY_MODEL_MAP" yaml:"model_map"`
+	MaxBodyBytes   int64         `envconfig:"GATEWAY_MAX_BODY_BYTES" yaml:"max_body_bytes"`
+	KeepAlive      time.Duration `envconfig:"GATEWAY_KEEPALIVE" yaml:"keepalive"`
+	RequestTimeout time.Duration `envconfig:"GATEWAY_REQUEST_TIMEOUT" yaml:"request_timeout"`
+	WriteTimeout   time.Duration `envconfig:"GATEWAY_WRITE_TIMEOUT" yaml:"write_timeout"`
+	Unavailable    time.Duration `envconfig:"GATEWAY_UNAVAILABLE_WAIT" yaml:"unavailable_wait"`
+	ShutdownGrace  time.Duration `envconfig:"SHUTDOWN_GRACE" yaml:"shutdown_grace"`
 }
 
 // defaultGatewayConfig returns the documented defaults of `codexpool gateway`.
 func defaultGatewayConfig() gatewayConfig {
-	return gatewayConfig{PoolConfig: defaultPoolConfig(), Addr: "127.0.0.1:8080", Models: "gpt-5.1-codex", Usage: true,
-		KeepAlive: 15 * time.Second, RequestTimeout: 10 * time.Minute, ShutdownGrace: 30 * time.Second,
-		WriteTimeout: gateway.DefaultWriteTimeout, Unavailable: gateway.DefaultUnavailableWait,
-		LogLevel: "info", LogFormat: "auto"}
+	return gatewayConfig{
+		PoolConfig: defaultPoolConfig(),
+		Gateway: Gateway{Addr: "127.0.0.1:8080", Models: gateway.DefaultModel, Usage: true,
+			KeepAlive: gateway.DefaultKeepAlive, RequestTimeout: gateway.DefaultRequestTimeout,
+			WriteTimeout: gateway.DefaultWriteTimeout, Unavailable: gateway.DefaultUnavailableWait,
+			ShutdownGrace: defaultShutdownGrace},
+		Log: defaultLog(),
+	}
 }
 
 func gatewaySettingError(name, format string, args ...any) error {

@@ -82,7 +82,7 @@ func newWorkerMain(e env, cfg workerConfig) (*workerMain, error) {
 		return nil, err
 	}
 	m := &workerMain{cfg: cfg, getenv: e.getenv, log: log, url: cfg.NATSURL}
-	if err := checkEnviron(e, "worker", cfg.Accounts, func(msg string) { log.Warn(msg) }); err != nil {
+	if err := checkEnviron(e, "worker", cfg.AccountsFile, func(msg string) { log.Warn(msg) }); err != nil {
 		return nil, err
 	}
 	if _, err = cfg.security().Options(); err != nil { // the security files, checked before anything starts
@@ -96,7 +96,7 @@ func newWorkerMain(e env, cfg workerConfig) (*workerMain, error) {
 	}
 	if m.accts != nil && (cfg.CodexToken != "" || cfg.CodexAccountID != "") {
 		log.Warn("CODEXPOOL_CODEX_TOKEN and CODEXPOOL_CODEX_ACCOUNT_ID are ignored: CODEXPOOL_ACCOUNTS lists the accounts",
-			"accounts_file", cfg.Accounts)
+			"accounts_file", cfg.AccountsFile)
 	}
 	if err := m.loadCredentialsKey(); err != nil {
 		return nil, err

@@ -1,21 +1,24 @@
 // Package config loads a process's settings in three layers: the defaults written once in the
-// code (the struct the caller passes in), then a YAML file, then the environment. Each field of a
-// settings struct carries one set of tags:
+// code (the struct the caller passes in), then a YAML file, then the environment. A settings
+// struct is made of section structs, embedded with the section's name as their yaml tag; each
+// field of a section carries one set of tags:
 //
-//	env:"NATS_URL"                the variable, without the prefix (CODEXPOOL_NATS_URL)
-//	key:"nats.url"                the file key: section.name
-//	desc:"..."                    one line of help
+//	envconfig:"NATS_URL"          the variable, without the prefix: envconfig names it CODEXPOOL_NATS_URL
+//	yaml:"url"                    the key in its section: the file key is nats.url
 //	secret:"true" | secret:"url"  redact the value when shown (a URL: its user information only)
 //	ms:"WS_CONNECT_SPACING_MS"    an older variable holding the same duration in integer milliseconds
+//
+// A setting's line of help is its desc tag, else what the struct's [Describer] says for its key:
+// long help stays out of the tags. Embedded structs without a yaml tag are flattened.
 //
 // Call [Loader.Load] with a pointer to the defaults; it returns the [Settings] it applied, each
 // with its [Source], for printing ([Settings.Print]) and for naming where a bad value came from
 // ([Settings.Explain]). [Fields] lists a struct's settings without loading anything (help tables,
 // [WriteExample]).
 //
-// Field types: string, bool, int, int64 and time.Duration (a Go duration such as 30s or 2m).
-// Embedded structs are flattened. An empty variable counts as unset: the environment is read
-// through an injected getenv, which cannot tell the two apart.
+// Field types: string, bool, int, int64 and time.Duration (a Go duration such as 30s or 2m). An
+// empty variable counts as unset: the environment is read through an injected getenv, which
+// cannot tell the two apart.
 package config
 
 import (
@@ -83,24 +86,45 @@ func redactURLs(urls string) string {
 	return strings.Join(parts, ",")
 }
 
+// Describer gives the help line of each setting of a struct by file key.
+type Describer interface {
+	Describe(key string) string
+}
+
 // Fields lists the settings of spec, a pointer to a struct, in field order with Source Default.
 func Fields(prefix string, spec any) ([]Setting, error) {
 	v := reflect.ValueOf(spec)
 	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
 		return nil, fmt.Errorf("config: want a pointer to a struct, got %T", spec)
 	}
+	describe := func(string) string { return "" }
+	if d, ok := spec.(Describer); ok {
+		describe = d.Describe
+	}
+	names, err := envNames(prefix, spec)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
 	var out []Setting
-	err := walk(v.Elem(), func(f reflect.StructField, fv reflect.Value) error {
-		s := Setting{Key: f.Tag.Get("key"), Env: prefix + "_" + f.Tag.Get("env"), Desc: f.Tag.Get("desc"),
+	err = walk(v.Elem(), "", func(section string, f reflect.StructField, fv reflect.Value) error {
+		name := f.Tag.Get("yaml")
+		if section == "" || name == "" || strings.Contains(name, ".") {
+			return fmt.Errorf("config: field %s: key %q is not section.name", f.Name, section+"."+name)
+		}
+		env, ok := names[addrOf(fv)]
+		if !ok {
+			return fmt.Errorf("config: field %s: envconfig does not see it (in an unexported embedded struct?)", f.Name)
+		}
+		s := Setting{Key: section + "." + name, Env: env, Desc: f.Tag.Get("desc"),
 			Secret: f.Tag.Get("secret"), Source: Default, field: fv}
+		if s.Desc == "" {
+			s.Desc = describe(s.Key)
+		}
 		if ms := f.Tag.Get("ms"); ms != "" {
 			s.MSEnv = prefix + "_" + ms
 			if fv.Type() != durationType {
 				return fmt.Errorf("config: %s: an ms variable needs a time.Duration field", f.Name)
 			}
-		}
-		if s.Key == "" || !strings.Contains(s.Key, ".") {
-			return fmt.Errorf("config: field %s: key %q is not section.name", f.Name, s.Key)
 		}
 		if !settable(fv.Type()) {
 			return fmt.Errorf("config: field %s: unsupported type %s", f.Name, fv.Type())
@@ -111,18 +135,23 @@ func Fields(prefix string, spec any) ([]Setting, error) {
 	return out, err
 }
 
-// walk calls fn for every field with an env tag, descending into embedded structs.
-func walk(v reflect.Value, fn func(reflect.StructField, reflect.Value) error) error {
+// walk calls fn for every field with an envconfig tag, descending into embedded structs: one with
+// a yaml tag is the section of the fields below it.
+func walk(v reflect.Value, section string, fn func(string, reflect.StructField, reflect.Value) error) error {
 	t := v.Type()
 	for i := range t.NumField() {
 		f := t.Field(i)
 		switch {
 		case f.Anonymous && f.Type.Kind() == reflect.Struct:
-			if err := walk(v.Field(i), fn); err != nil {
+			sec := section
+			if y := f.Tag.Get("yaml"); y != "" {
+				sec = y
+			}
+			if err := walk(v.Field(i), sec, fn); err != nil {
 				return err
 			}
-		case f.Tag.Get("env") != "":
-			if err := fn(f, v.Field(i)); err != nil {
+		case f.Tag.Get("envconfig") != "":
+			if err := fn(section, f, v.Field(i)); err != nil {
 				return err
 			}
 		}

@@ -55,6 +55,18 @@ func TestFormatDuration(t *testing.T) {
 	}
 }
 
+type (
+	unexported struct {
+		A string `envconfig:"A" yaml:"a"`
+	}
+	MSOnInt struct {
+		A int `envconfig:"A" yaml:"a" ms:"A_MS"`
+	}
+	FloatField struct {
+		A float64 `envconfig:"A" yaml:"a"`
+	}
+)
+
 func TestFieldsRejectsBadTags(t *testing.T) {
 	tests := []struct {
 		name string
@@ -62,15 +74,18 @@ func TestFieldsRejectsBadTags(t *testing.T) {
 		want string
 	}{
 		{"no section", &struct {
-			A string `env:"A" key:"a"`
+			A string `envconfig:"A" yaml:"a"`
 		}{}, "section.name"},
 		{"ms on an int", &struct {
-			A int `env:"A" key:"s.a" ms:"A_MS"`
+			MSOnInt `yaml:"s"`
 		}{}, "time.Duration"},
 		{"unsupported type", &struct {
-			A float64 `env:"A" key:"s.a"`
+			FloatField `yaml:"s"`
 		}{}, "unsupported"},
 		{"not a pointer", struct{}{}, "pointer"},
+		{"unexported section", &struct {
+			unexported `yaml:"s"`
+		}{}, "envconfig does not see"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -81,15 +96,24 @@ func TestFieldsRejectsBadTags(t *testing.T) {
 	}
 }
 
+type (
+	SectionS struct {
+		Name string        `envconfig:"NAME" yaml:"name"`
+		Wait time.Duration `envconfig:"WAIT" ms:"WAIT_MS" yaml:"wait"`
+	}
+	SectionT struct {
+		Count int `envconfig:"COUNT" yaml:"count"`
+	}
+)
+
 func TestLoadEnvOverFile(t *testing.T) {
 	type spec struct {
-		Name  string        `env:"NAME" key:"s.name"`
-		Wait  time.Duration `env:"WAIT" ms:"WAIT_MS" key:"s.wait"`
-		Count int           `env:"COUNT" key:"t.count"`
+		SectionS `yaml:"s"`
+		SectionT `yaml:"t"`
 	}
 	path := t.TempDir() + "/c.yaml"
 	writeFile(t, path, "s:\n  name: file\n  wait: 2s\nt:\n  count: 3\n")
-	c := spec{Name: "default", Count: 1}
+	c := spec{SectionS{Name: "default"}, SectionT{Count: 1}}
 	env := map[string]string{"P_WAIT_MS": "40", "P_COUNT": "9"}
 	st, err := Loader{Prefix: "P", Getenv: func(k string) string { return env[k] }}.Load(&c, path)
 	if err != nil {
@@ -114,10 +138,19 @@ func writeFile(t *testing.T, path, content string) {
 }
 
 func TestUnknownVars(t *testing.T) {
+	type NATS struct {
+		MaxInflight int `envconfig:"MAX_INFLIGHT" yaml:"max_inflight"`
+	}
+	type Gateway struct {
+		Keys string `envconfig:"GATEWAY_KEYS" yaml:"keys"`
+	}
+	type Gate struct {
+		Spacing time.Duration `envconfig:"SPACING" ms:"SPACING_MS" yaml:"spacing"`
+	}
 	type spec struct {
-		MaxInflight int           `env:"MAX_INFLIGHT" key:"nats.max_inflight"`
-		Keys        string        `env:"GATEWAY_KEYS" key:"gateway.keys"`
-		Spacing     time.Duration `env:"SPACING" ms:"SPACING_MS" key:"gate.spacing"`
+		NATS    `yaml:"nats"`
+		Gateway `yaml:"gateway"`
+		Gate    `yaml:"gate"`
 	}
 	l := Loader{Prefix: "P", Known: []any{&spec{}}}
 	tests := []struct {

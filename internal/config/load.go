@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"go.yaml.in/yaml/v3"
+	"github.com/codexpool/codexpool/internal/yamlfile"
 )
 
 // Loader reads the settings of one program.
@@ -48,7 +48,7 @@ func (l Loader) applyFile(st *Settings) error {
 	if err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
-	entries, err := parseFile(raw)
+	entries, err := parseFile(raw, secretNames(st.List))
 	if err != nil {
 		return fmt.Errorf("config: %s: %w", st.File, err)
 	}
@@ -72,7 +72,7 @@ func (l Loader) applyFile(st *Settings) error {
 		}
 		s := &st.List[i]
 		if err := set(s.field, e.value); err != nil {
-			return fmt.Errorf("%s: %s: %v", at, e.key, err)
+			return fmt.Errorf("%s: %s: %s", at, e.key, e.node.Redact(err.Error()))
 		}
 		s.Source, s.Line = File, e.line
 	}
@@ -133,48 +133,55 @@ type entry struct {
 	section bool
 	line    int
 	value   string
-	null    bool // "key:" with no value, or "key: ~"
+	null    bool          // "key:" with no value, or "key: ~"
+	node    yamlfile.Node // for redacting errors
 }
 
 // parseFile returns the file's sections and keys in order. A file is a mapping of sections, each a
-// mapping of keys to single values.
-func parseFile(raw []byte) ([]entry, error) {
-	var doc yaml.Node
-	if err := yaml.Unmarshal(raw, &doc); err != nil {
-		return nil, err // yaml's errors name the line
+// mapping of keys to single values. The values of keys named in secrets never appear in an error.
+func parseFile(raw []byte, secrets []string) ([]entry, error) {
+	top, ok, err := yamlfile.Parse(raw, secrets...)
+	if err != nil || !ok {
+		return nil, err // yaml's errors name the line; an empty file sets nothing
 	}
-	if len(doc.Content) == 0 {
-		return nil, nil // empty file
-	}
-	top := doc.Content[0]
-	if top.Kind != yaml.MappingNode {
-		return nil, fmt.Errorf("line %d: want sections (nats:, codex:, ...) at the top level", top.Line)
+	if !top.IsMapping() {
+		return nil, fmt.Errorf("line %d: want sections (nats:, codex:, ...) at the top level", top.Line())
 	}
 	var out []entry
 	seen := map[string]int{}
-	for i := 0; i+1 < len(top.Content); i += 2 {
-		k, v := top.Content[i], top.Content[i+1]
-		out = append(out, entry{key: k.Value, section: true, line: k.Line})
-		if v.Tag == "!!null" {
-			continue
+	err = top.Fields(func(k, v yamlfile.Node) error {
+		out = append(out, entry{key: k.Text(), section: true, line: k.Line(), node: k})
+		if v.IsNull() {
+			return nil
 		}
-		if v.Kind != yaml.MappingNode {
-			return nil, fmt.Errorf("line %d: %s: a section holds \"key: value\" lines", v.Line, k.Value)
+		if !v.IsMapping() {
+			return fmt.Errorf("line %d: %s: a section holds \"key: value\" lines", v.Line(), k.Text())
 		}
-		for j := 0; j+1 < len(v.Content); j += 2 {
-			kk, vv := v.Content[j], v.Content[j+1]
-			key := k.Value + "." + kk.Value
+		return v.Fields(func(kk, vv yamlfile.Node) error {
+			key := kk.Path
 			if prev, dup := seen[key]; dup {
-				return nil, fmt.Errorf("line %d: %s: also set on line %d", kk.Line, key, prev)
+				return fmt.Errorf("line %d: %s: also set on line %d", kk.Line(), key, prev)
 			}
-			seen[key] = kk.Line
-			if vv.Kind != yaml.ScalarNode {
-				return nil, fmt.Errorf("line %d: %s: want a single value, not a list or mapping", vv.Line, key)
+			seen[key] = kk.Line()
+			if !vv.IsScalar() {
+				return fmt.Errorf("line %d: %s: want a single value, not a list or mapping", vv.Line(), key)
 			}
-			out = append(out, entry{key: key, line: kk.Line, value: vv.Value, null: vv.Tag == "!!null"})
+			out = append(out, entry{key: key, line: kk.Line(), value: vv.Text(), null: vv.IsNull(), node: vv})
+			return nil
+		})
+	})
+	return out, err
+}
+
+// secretNames returns the last part of the keys of list's secrets (password, token, ...).
+func secretNames(list []Setting) []string {
+	var out []string
+	for _, s := range list {
+		if s.Secret == "true" {
+			out = append(out, s.Key[strings.Index(s.Key, ".")+1:])
 		}
 	}
-	return out, nil
+	return out
 }
 
 // section returns the section of a key.

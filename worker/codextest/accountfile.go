@@ -5,9 +5,7 @@ import (
 	"os"
 	"time"
 
-	"go.yaml.in/yaml/v3"
-
-	"github.com/codexpool/codexpool/internal/accountlist"
+	"github.com/codexpool/codexpool/internal/yamlfile"
 )
 
 // LoadAccounts reads an accounts file for `codexpool sim --accounts`: see ParseAccounts. Errors
@@ -49,13 +47,13 @@ func ParseAccounts(data []byte) ([]Account, error) {
 }
 
 func parseAccounts(data []byte) ([]Account, error) {
-	items, err := accountlist.Items(data)
+	items, err := yamlfile.List(data, "accounts", "token")
 	if err != nil {
 		return nil, err
 	}
 	accts := make([]Account, 0, len(items))
-	for i, n := range items {
-		a, err := parseAccount(n, fmt.Sprintf("accounts[%d]", i))
+	for _, n := range items {
+		a, err := parseAccount(n)
 		if err != nil {
 			return nil, err
 		}
@@ -68,36 +66,25 @@ func parseAccounts(data []byte) ([]Account, error) {
 	return accts, nil
 }
 
-// fieldError names the field at path and the line of value.
-func fieldError(path string, value *yaml.Node, format string, args ...any) error {
-	return fmt.Errorf("%s (line %d): %s", path, value.Line, fmt.Sprintf(format, args...))
-}
-
 // fields calls f for each key and value of the mapping n, rejecting anything else.
-func fields(n *yaml.Node, path string, f func(key string, v *yaml.Node, at string) error) error {
-	if n.Kind != yaml.MappingNode {
-		return fieldError(path, n, "want an object")
+func fields(n yamlfile.Node, f func(key string, v yamlfile.Node) error) error {
+	if !n.IsMapping() {
+		return n.Errorf("want an object")
 	}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		key := n.Content[i].Value
-		if err := f(key, n.Content[i+1], path+"."+key); err != nil {
-			return err
-		}
-	}
-	return nil
+	return n.Fields(func(k, v yamlfile.Node) error { return f(k.Text(), v) })
 }
 
-// decode decodes the scalar v into dst, naming path on failure.
-func decode(v *yaml.Node, at string, dst any) error {
-	if v.Kind != yaml.ScalarNode {
-		return fieldError(at, v, "want a single value")
+// decode decodes the scalar v into dst, naming its path on failure.
+func decode(v yamlfile.Node, dst any) error {
+	if !v.IsScalar() {
+		return v.Errorf("want a single value")
 	}
 	// yaml truncates 1.5 into an int; a count must be written as one.
-	if _, isInt := dst.(*int); isInt && v.ShortTag() != "!!int" {
-		return fieldError(at, v, "want an integer, got %q", v.Value)
+	if _, isInt := dst.(*int); isInt && v.Tag() != "!!int" {
+		return v.Errorf("want an integer, got %q", v.Text())
 	}
 	if err := v.Decode(dst); err != nil {
-		return fieldError(at, v, "cannot read %q as %s", v.Value, kindName(dst))
+		return v.Errorf("cannot read %q as %s", v.Text(), kindName(dst))
 	}
 	return nil
 }
@@ -112,28 +99,28 @@ func kindName(dst any) string {
 	return "an integer"
 }
 
-func parseAccount(n *yaml.Node, path string) (Account, error) {
+func parseAccount(n yamlfile.Node) (Account, error) {
 	var a Account
-	err := fields(n, path, func(key string, v *yaml.Node, at string) error {
+	err := fields(n, func(key string, v yamlfile.Node) error {
 		switch key {
 		case "name":
-			return decode(v, at, &a.Name)
+			return decode(v, &a.Name)
 		case "token":
-			return decode(v, at, &a.Token)
+			return decode(v, &a.Token)
 		case "account_id":
-			return decode(v, at, &a.AccountID)
+			return decode(v, &a.AccountID)
 		case "upgrade_rate":
-			return decode(v, at, &a.UpgradeRate)
+			return decode(v, &a.UpgradeRate)
 		case "upgrade_burst":
-			return decode(v, at, &a.UpgradeBurst)
+			return decode(v, &a.UpgradeBurst)
 		case "plan_type":
-			return decode(v, at, &a.PlanType)
+			return decode(v, &a.PlanType)
 		case "windows":
-			if v.Kind != yaml.SequenceNode {
-				return fieldError(at, v, "want a list of {length, budget}")
+			if !v.IsList() {
+				return v.Errorf("want a list of {length, budget}")
 			}
-			for k, wn := range v.Content {
-				w, err := parseWindow(wn, fmt.Sprintf("%s[%d]", at, k))
+			for _, wn := range v.Items() {
+				w, err := parseWindow(wn)
 				if err != nil {
 					return err
 				}
@@ -141,33 +128,33 @@ func parseAccount(n *yaml.Node, path string) (Account, error) {
 			}
 			return nil
 		}
-		return fieldError(at, v, "unknown field")
+		return v.Errorf("unknown field")
 	})
 	return a, err
 }
 
-func parseWindow(n *yaml.Node, path string) (Window, error) {
+func parseWindow(n yamlfile.Node) (Window, error) {
 	var w Window
-	err := fields(n, path, func(key string, v *yaml.Node, at string) error {
+	err := fields(n, func(key string, v yamlfile.Node) error {
 		switch key {
 		case "length":
 			var s string
-			if err := decode(v, at, &s); err != nil {
+			if err := decode(v, &s); err != nil {
 				return err
 			}
 			d, err := time.ParseDuration(s)
 			if err != nil || d <= 0 {
-				return fieldError(at, v, "want a positive duration such as 5h or 300ms, got %q", s)
+				return v.Errorf("want a positive duration such as 5h or 300ms, got %q", s)
 			}
 			w.Length = d
 			return nil
 		case "budget":
-			return decode(v, at, &w.Budget)
+			return decode(v, &w.Budget)
 		}
-		return fieldError(at, v, "unknown field")
+		return v.Errorf("unknown field")
 	})
 	if err == nil && w.Length == 0 {
-		return w, fieldError(path+".length", n, "required")
+		return w, n.At(n.Path + ".length").Errorf("required")
 	}
 	return w, err
 }
