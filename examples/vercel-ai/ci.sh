@@ -16,3 +16,4 @@ echo "vercel-ai example: gateway http://$addr/v1, pool $nats_url, origin $origin
 npm ci --no-audit --no-fund --loglevel=error
 CODEXPOOL_GATEWAY_URL="http://$addr/v1" CODEXPOOL_GATEWAY_KEY="$key" node check.mjs || fail "check.mjs failed"
 if grep -q -- "$key" "$work/gateway.log"; then fail "the gateway logged the client key"; fi
+echo "vercel-ai example: no key in the gateway's log"
