@@ -7,6 +7,8 @@
 //
 //   CODEXPOOL_GATEWAY_URL=http://127.0.0.1:8080/v1 CODEXPOOL_GATEWAY_KEY=sk-... node check.mjs
 //
+// CODEXPOOL_VERBOSE=1 prints each failure's whole error, not only its first line.
+//
 // The origin simulator answers a user message carrying `[sim:tool name=NAME args={JSON}]` with
 // that function call, and a request that sends tool results back with "Tool NAME returned:
 // OUTPUT"; anything else with "[codexpool sim] " and words drawn from the prompt.
