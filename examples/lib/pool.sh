@@ -2,7 +2,7 @@
 # and a worker (embedded NATS, its JetStream store in a temporary folder) on free loopback ports,
 # and stops everything on exit. Set NAME (used in messages and the worker id) and SIM_TOKEN before
 # sourcing; SIM_LATENCY defaults to 200ms. Afterwards $work, $origin, $nats_url and $codexpool are
-# set, and fail and wait_for are defined. Needs Go.
+# set, and fail, wait_for and start_gateway are defined. Needs Go.
 set -euo pipefail
 work=$(mktemp -d)
 pids=()
@@ -48,3 +48,14 @@ CODEXPOOL_CODEX_URL="$origin" CODEXPOOL_CODEX_TOKEN="$SIM_TOKEN" CODEXPOOL_EMBED
 	"$codexpool" worker >"$work/worker.log" 2>&1 &
 pids+=($!)
 nats_url=$(wait_for "$work/worker.log" '"msg":"serving"' | sed -E 's/.*"nats":"([^"]+)".*/\1/')
+
+# start_gateway KEY: starts a gateway on a free loopback port in front of the worker, taking the
+# client key KEY, logging to $work/gateway.log; sets addr (host:port) and control (the origin
+# simulator's control URL).
+start_gateway() {
+	CODEXPOOL_NATS_URL="$nats_url" CODEXPOOL_GATEWAY_ADDR=127.0.0.1:0 CODEXPOOL_GATEWAY_KEYS="$1" \
+		CODEXPOOL_LOG_FORMAT=json "$codexpool" gateway >"$work/gateway.log" 2>&1 &
+	pids+=($!)
+	addr=$(wait_for "$work/gateway.log" '"msg":"gateway listening"' | sed -E 's/.*"addr":"([^"]+)".*/\1/')
+	control=$(wait_for "$work/sim.log" 'control http://' | sed -E 's/.*control (http:[^ ]+)\/stats.*/\1/')
+}
