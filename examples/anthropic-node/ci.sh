@@ -17,7 +17,7 @@ addr=$(wait_for "$work/gateway.log" '"msg":"gateway listening"' | sed -E 's/.*"a
 control=$(wait_for "$work/sim.log" 'control http://' | sed -E 's/.*control (http:[^ ]+)\/stats.*/\1/')
 echo "anthropic-node example: gateway http://$addr, pool $nats_url, origin $origin"
 
-npm ci --no-audit --no-fund --loglevel=error
+npm_ci
 CODEXPOOL_GATEWAY_URL="http://$addr" CODEXPOOL_GATEWAY_KEY="$key" CODEXPOOL_SIM_CONTROL="$control" \
 	node check.mjs || fail "check.mjs failed"
 

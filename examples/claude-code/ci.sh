@@ -11,13 +11,13 @@ cd "$(dirname "$0")"
 WHAT=claude-code
 source ../lib/netns.sh
 
-npm ci --no-audit --no-fund --loglevel=error
+npm_ci
 claude="$PWD/node_modules/.bin/claude"
 "$claude" --version
 
 # Build the test binary outside the namespace (the module cache is there); inside, nothing may
 # need the network: its TestMain builds codexpool from the same cache.
-(cd "$root" && go test -c -o "$work/cmd.test" ./cmd/codexpool)
+cmdtest=$(cmd_test_bin)
 cd "$root/cmd/codexpool"
 ip netns exec "$ns" env GOPROXY=off GOTOOLCHAIN=local GOFLAGS="${GOFLAGS:-} -mod=readonly" \
-	CODEXPOOL_TEST_CLAUDE_CODE="$claude" "$work/cmd.test" -test.run '^TestE2EClaudeCode$' -test.v -test.count=1
+	CODEXPOOL_TEST_CLAUDE_CODE="$claude" "$cmdtest" -test.run '^TestE2EClaudeCode$' -test.v -test.count=1

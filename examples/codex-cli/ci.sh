@@ -10,13 +10,13 @@ cd "$(dirname "$0")"
 WHAT=codex-cli
 source ../lib/netns.sh
 
-npm ci --no-audit --no-fund --loglevel=error
+npm_ci
 codex="$PWD/node_modules/.bin/codex"
 "$codex" --version
 
 # Build the test binary outside the namespace (the module cache is there); inside, nothing may
 # need the network: its TestMain builds codexpool from the same cache.
-(cd "$root" && go test -c -o "$work/cmd.test" ./cmd/codexpool)
+cmdtest=$(cmd_test_bin)
 cd "$root/cmd/codexpool"
 ip netns exec "$ns" env GOPROXY=off GOTOOLCHAIN=local GOFLAGS="${GOFLAGS:-} -mod=readonly" \
-	CODEXPOOL_TEST_CODEX_CLI="$codex" "$work/cmd.test" -test.run '^TestE2ECodexCLI(PoolQuota|WebSocket)?$' -test.v -test.count=1
+	CODEXPOOL_TEST_CODEX_CLI="$codex" "$cmdtest" -test.run '^TestE2ECodexCLI(PoolQuota|WebSocket)?$' -test.v -test.count=1

@@ -18,6 +18,7 @@ cleanup() {
 	rm -rf "$work"
 }
 trap cleanup EXIT
+source ../lib/prebuilt.sh
 
 need=""
 command -v chromium >/dev/null 2>&1 || need="$need chromium"
@@ -36,11 +37,11 @@ ip netns exec "$ns" ip link set lo up
 
 # Build the test binary outside the namespace (the module cache is there); inside, nothing may
 # need the network: its TestMain builds codexpool from the same cache.
-(cd "$root" && go test -c -o "$work/cmd.test" ./cmd/codexpool)
+cmdtest=$(cmd_test_bin)
 artifacts="${CODEXPOOL_ARTIFACTS:-/tmp/codexpool-artifacts}"
 mkdir -p "$artifacts"
 cd "$root/cmd/codexpool"
 ip netns exec "$ns" env GOPROXY=off GOTOOLCHAIN=local GOFLAGS="${GOFLAGS:-} -mod=readonly" \
 	CODEXPOOL_TEST_CHROMIUM="$chrome" CODEXPOOL_ARTIFACTS="$artifacts" \
-	"$work/cmd.test" -test.run '^TestE2EDashboard$' -test.v -test.count=1
+	"$cmdtest" -test.run '^TestE2EDashboard$' -test.v -test.count=1
 echo "dashboard example: screenshot at $artifacts/dashboard.png"

@@ -13,6 +13,7 @@ cleanup() {
 	rm -rf "$work"
 }
 trap cleanup EXIT
+source "$root/examples/lib/prebuilt.sh"
 
 if ! command -v ip >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
 	(apt-get update -qq && apt-get install -y -qq iproute2) >/dev/null 2>&1 || true

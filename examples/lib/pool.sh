@@ -35,8 +35,8 @@ wait_for() {
 # command and the examples' clients read it from there.
 export XDG_STATE_HOME="$work/state"
 
-codexpool="$work/codexpool"
-(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && go build -o "$codexpool" ./cmd/codexpool)
+source "$(dirname "${BASH_SOURCE[0]}")/prebuilt.sh"
+codexpool=$(codexpool_bin)
 
 "$codexpool" sim --addr 127.0.0.1:0 --token "$SIM_TOKEN" --latency "${SIM_LATENCY:-200ms}" >"$work/sim.log" 2>&1 &
 pids+=($!)

@@ -8,5 +8,5 @@ NAME=node SIM_TOKEN=node-ci SIM_LATENCY=200ms
 source ../lib/pool.sh
 echo "node example: worker serving on $nats_url, origin $origin"
 
-npm ci --no-audit --no-fund --loglevel=error
+npm_ci
 CODEXPOOL_NATS_URL="$nats_url" node check.mjs || fail "check.mjs failed"

@@ -14,7 +14,7 @@ key="sk-openai-agents-ci-$$"
 start_gateway "$key"
 echo "openai-agents example: gateway http://$addr/v1, pool $nats_url, origin $origin"
 
-npm ci --no-audit --no-fund --loglevel=error
+npm_ci
 # The SDK's WebSocket transport needs Node's global WebSocket: behind a flag before Node 22.
 node_flags=()
 node -e 'process.exit(typeof WebSocket === "function" ? 0 : 1)' || node_flags=(--experimental-websocket)

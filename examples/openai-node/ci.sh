@@ -19,7 +19,7 @@ echo "openai-node example: gateway http://$addr/v1, pool $nats_url, origin $orig
 
 expected=$(CODEXPOOL_NATS_URL="$nats_url" "$codexpool" ask "Say hello")
 
-npm ci --no-audit --no-fund --loglevel=error
+npm_ci
 CODEXPOOL_GATEWAY_URL="http://$addr/v1" CODEXPOOL_GATEWAY_KEY="$key" CODEXPOOL_EXPECT_ANSWER="$expected" \
 	node check.mjs || fail "check.mjs failed"
 CODEXPOOL_GATEWAY_URL="http://$addr/v1" CODEXPOOL_GATEWAY_KEY="$key" node chat.mjs || fail "chat.mjs failed"

@@ -15,7 +15,7 @@ cd "$(dirname "$0")"
 WHAT=opencode
 source ../lib/netns.sh
 
-npm ci --no-audit --no-fund --loglevel=error
+npm_ci
 "$PWD/node_modules/.bin/opencode" --version
 
 # Inside the namespace nothing may need the network: pool.sh builds codexpool from the module

@@ -13,7 +13,7 @@ key="sk-vercel-ai-ci-$$"
 start_gateway "$key"
 echo "vercel-ai example: gateway http://$addr/v1, pool $nats_url, origin $origin"
 
-npm ci --no-audit --no-fund --loglevel=error
+npm_ci
 CODEXPOOL_GATEWAY_URL="http://$addr/v1" CODEXPOOL_GATEWAY_KEY="$key" node check.mjs || fail "check.mjs failed"
 if grep -q -- "$key" "$work/gateway.log"; then fail "the gateway logged the client key"; fi
 echo "vercel-ai example: no key in the gateway's log"
