@@ -26,10 +26,10 @@ type CredentialStoreConfig struct {
 }
 
 // CredentialStore is where the workers of a pool share their Codex logins (it implements
-// codex.Coordinator): a JetStream key-value bucket with one key per login. A key is a hash of
+// login.Coordinator): a JetStream key-value bucket with one key per login. A key is a hash of
 // the login's identity and a value holds the newest tokens and the claim of the worker
 // refreshing them, always sealed by the worker under the pool key (the store never sees a token:
-// see codex.Coordinator). Every write is a
+// see login.Coordinator). Every write is a
 // compare-and-set on the key's revision (Create for a new key, Update otherwise), which is what
 // makes one worker at a time refresh a login. Create it with NewCredentialStore. Safe for
 // concurrent use.

@@ -17,7 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/codexpool/codexpool/internal/testutil"
-	"github.com/codexpool/codexpool/worker/codex"
+	"github.com/codexpool/codexpool/worker/codex/login"
 	"github.com/codexpool/codexpool/worker/codextest"
 )
 
@@ -181,13 +181,13 @@ func TestCredentialStoreHoldsOnlySealedLogins(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	var auths []*codex.Auth
+	var auths []*login.Auth
 	for _, name := range []string{"a.json", "b.json"} { // two machines
 		path := filepath.Join(dir, name)
 		if err := os.WriteFile(path, l.AuthJSON(), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		a, err := codex.OpenAuth(codex.AuthConfig{File: path, RefreshURL: sim.RefreshURL, Poll: 50 * time.Millisecond,
+		a, err := login.OpenAuth(login.AuthConfig{File: path, RefreshURL: sim.RefreshURL, Poll: 50 * time.Millisecond,
 			Coordinator: store, ShareKey: "queue-test-pool-key"})
 		if err != nil {
 			t.Fatal(err)

@@ -53,7 +53,7 @@
 //
 // [NewCredentialStore] binds a JetStream key-value bucket (CODEXPOOL_CREDENTIALS) where workers
 // share the Codex logins they read from auth files: it implements the worker's
-// codex.Coordinator with compare-and-set writes and watches, and knows nothing of tokens (keys
+// login.Coordinator with compare-and-set writes and watches, and knows nothing of tokens (keys
 // are hashes, values are always sealed by the worker).
 //
 // # Stats

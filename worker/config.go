@@ -47,8 +47,8 @@ type Config struct {
 	AccountID string
 	AuthFile  string
 
-	// The lifecycle of an AuthFile login (codex.AuthConfig): the token endpoint and client id
-	// (defaults codex.DefaultRefreshURL, codex.DefaultClientID) and the secret that seals the
+	// The lifecycle of an AuthFile login (login.AuthConfig): the token endpoint and client id
+	// (defaults login.DefaultRefreshURL, login.DefaultClientID) and the secret that seals the
 	// tokens shared through Options.Coordinator ("" = plaintext).
 	RefreshURL     string
 	ClientID       string

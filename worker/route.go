@@ -12,6 +12,7 @@ import (
 	"github.com/codexpool/codexpool/gate"
 	"github.com/codexpool/codexpool/schemas"
 	"github.com/codexpool/codexpool/worker/codex"
+	"github.com/codexpool/codexpool/worker/codex/login"
 )
 
 // account is one configured account with everything that is its own: gate, socket pool, limits.
@@ -22,7 +23,7 @@ type account struct {
 	source   string // where the credentials came from, for logs (never the secret)
 	gate     *gate.Gate
 	codex    *codex.Client
-	auth     *codex.Auth // keeps a login file fresh; nil with a fixed token
+	auth     *login.Auth // keeps a login file fresh; nil with a fixed token
 	lim      *limitState // guarded by router.mu
 	starting int         // generations committed to it without a first event yet; guarded by router.mu
 

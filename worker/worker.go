@@ -22,6 +22,7 @@ import (
 	"github.com/codexpool/codexpool/gate"
 	"github.com/codexpool/codexpool/schemas"
 	"github.com/codexpool/codexpool/worker/codex"
+	"github.com/codexpool/codexpool/worker/codex/login"
 )
 
 // Worker runs generations against one Codex origin with one or more accounts. Safe for concurrent
@@ -32,7 +33,7 @@ type Worker struct {
 	log      *slog.Logger
 	router   *router
 	obs      Observer
-	coord    codex.Coordinator // shares logins between workers; nil = each worker on its own
+	coord    login.Coordinator // shares logins between workers; nil = each worker on its own
 	policy   policy            // accountsPolicy with Config.Accounts, else shortcutPolicy
 	sticky   *sticky           // nil = no sticky routing (Config.NoSticky)
 	slots    Slots             // leases of Account.MaxConcurrent slots
@@ -52,7 +53,7 @@ type Options struct {
 	// Coordinator shares the login of an auth file with the rest of the pool (one refresher at
 	// a time, rotated tokens to everyone): queue.CredentialStore. Nil = shared with this
 	// machine's other processes only, through the file.
-	Coordinator codex.Coordinator
+	Coordinator login.Coordinator
 	// Slots counts the generations of accounts with a MaxConcurrent across the pool:
 	// queue.LeaseStore. Nil = this process's generations only.
 	Slots Slots
@@ -175,7 +176,7 @@ func (w *Worker) logReady() {
 
 // newAccount resolves ac's credentials and makes its gate, limit state and Codex client.
 func (w *Worker) newAccount(i int, ac Account, version string) (*account, error) {
-	creds, err := codex.ResolveCredentials(ac.Token, ac.AccountID, ac.AuthFile)
+	creds, err := login.ResolveCredentials(ac.Token, ac.AccountID, ac.AuthFile)
 	if err != nil {
 		return nil, err
 	}
@@ -186,9 +187,9 @@ func (w *Worker) newAccount(i int, ac Account, version string) (*account, error)
 	a := &account{index: i, name: ac.Name, identity: identity(creds), source: source,
 		gate: gate.New(w.cfg.Gate), lim: newLimitState(ac.MaxUsedPercent), maxConcurrent: ac.MaxConcurrent}
 	a.lim.recordOnly = !w.policy.enforce
-	var src codex.TokenSource
+	var src login.TokenSource
 	if creds.Source != "env" && ac.Token == "" { // a login file: kept fresh for as long as the worker runs
-		a.auth, err = codex.OpenAuth(codex.AuthConfig{
+		a.auth, err = login.OpenAuth(login.AuthConfig{
 			File: creds.Source, Name: ac.Name, AccountID: ac.AccountID, RefreshURL: w.cfg.RefreshURL,
 			ClientID: w.cfg.ClientID, Coordinator: w.coord, ShareKey: w.cfg.CredentialsKey,
 			WorkerID: w.cfg.ID, Logger: w.log,
@@ -224,7 +225,7 @@ func (w *Worker) newAccount(i int, ac Account, version string) (*account, error)
 
 // identity is a stable, non-secret name for the credentials, the same in every worker that uses
 // them (see AccountIdentity).
-func identity(c codex.Credentials) string { return AccountIdentity(c.AccountID, c.Token) }
+func identity(c login.Credentials) string { return AccountIdentity(c.AccountID, c.Token) }
 
 // AccountIdentity names an account without revealing its credentials: a hash of the ChatGPT
 // account id when there is one (it survives token refreshes), else of the token (API keys).

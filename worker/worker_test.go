@@ -14,7 +14,7 @@ import (
 	"github.com/codexpool/codexpool/schemas"
 	"github.com/codexpool/codexpool/schemas/validate"
 	"github.com/codexpool/codexpool/worker"
-	"github.com/codexpool/codexpool/worker/codex"
+	"github.com/codexpool/codexpool/worker/codex/login"
 	"github.com/codexpool/codexpool/worker/codextest"
 )
 
@@ -110,8 +110,8 @@ func TestGenerateMapsOriginErrors(t *testing.T) {
 }
 
 func TestNewRefusesBadConfig(t *testing.T) {
-	if _, err := worker.New(worker.Config{AuthFile: t.TempDir() + "/missing.json"}, worker.Options{}); !errors.Is(err, codex.ErrNoCredentials) {
-		t.Errorf("no credentials: got %v, want codex.ErrNoCredentials", err)
+	if _, err := worker.New(worker.Config{AuthFile: t.TempDir() + "/missing.json"}, worker.Options{}); !errors.Is(err, login.ErrNoCredentials) {
+		t.Errorf("no credentials: got %v, want login.ErrNoCredentials", err)
 	}
 	if _, err := worker.New(worker.Config{Token: "t", Gate: gate.Config{Mode: "turbo"}}, worker.Options{}); err == nil {
 		t.Error("unknown gate mode accepted")

@@ -19,6 +19,7 @@ import (
 	"github.com/codexpool/codexpool/schemas"
 	"github.com/codexpool/codexpool/worker"
 	"github.com/codexpool/codexpool/worker/codex"
+	"github.com/codexpool/codexpool/worker/codex/login"
 )
 
 // envPrefix is the prefix of every setting's environment variable.
@@ -392,7 +393,7 @@ func defaultWorkerConfig() workerConfig {
 			StickyBucket: queue.DefaultSessionsBucket, AccountQueueTimeout: worker.DefaultAccountQueueTimeout,
 			AccountLeaseTTL: queue.DefaultLeaseTTL},
 		Codex: Codex{CodexURL: codex.DefaultURL, CodexAuthFile: "~/.codex/auth.json",
-			CodexRefreshURL: codex.DefaultRefreshURL, CodexClientID: codex.DefaultClientID,
+			CodexRefreshURL: login.DefaultRefreshURL, CodexClientID: login.DefaultClientID,
 			CredentialsReplicas: 1, CredentialsBucket: queue.DefaultCredentialsBucket,
 			WSRetryAfter: codex.DefaultWSRetryAfter, Model: worker.DefaultModel, WSReuse: true,
 			ConnectTimeout: gate.DefaultConnectTimeout, IdleTimeout: codex.DefaultIdleTimeout,

@@ -19,7 +19,7 @@ import (
 	"github.com/codexpool/codexpool/queue"
 	"github.com/codexpool/codexpool/queue/embedded"
 	"github.com/codexpool/codexpool/worker"
-	"github.com/codexpool/codexpool/worker/codex"
+	"github.com/codexpool/codexpool/worker/codex/login"
 )
 
 const workerTrailer = `A worker joins the queue group on the request subject and runs each request it gets as a
@@ -103,7 +103,7 @@ func newWorkerMain(e env, cfg workerConfig) (*workerMain, error) {
 	}
 	// Fail before NATS when there are no credentials at all: a person is reading the error.
 	if m.accts == nil {
-		if _, err := codex.ResolveCredentials(cfg.CodexToken, cfg.CodexAccountID, cfg.authFilePath()); errors.Is(err, codex.ErrNoCredentials) {
+		if _, err := login.ResolveCredentials(cfg.CodexToken, cfg.CodexAccountID, cfg.authFilePath()); errors.Is(err, login.ErrNoCredentials) {
 			return nil, fmt.Errorf("%w (set CODEXPOOL_CODEX_TOKEN, CODEXPOOL_CODEX_AUTH_FILE to a Codex CLI login, or CODEXPOOL_ACCOUNTS)", err)
 		} else if err != nil {
 			return nil, err
@@ -141,13 +141,13 @@ func (m *workerMain) loadCredentialsKey() error {
 	case path == "" && m.cfg.NATSURL != "":
 		return nil // not shared; codex says so once
 	case path == "":
-		key, err := codex.LoadOrCreateKeyFile(filepath.Join(stateDir(m.getenv), "credentials.key"))
+		key, err := login.LoadOrCreateKeyFile(filepath.Join(stateDir(m.getenv), "credentials.key"))
 		if err != nil {
 			return fmt.Errorf("worker: credentials key: %w", err)
 		}
 		m.cfg.CredentialsKey = string(key)
 	default:
-		key, err := codex.LoadKeyFile(path)
+		key, err := login.LoadKeyFile(path)
 		if err != nil {
 			return fmt.Errorf("worker: CODEXPOOL_CREDENTIALS_KEY_FILE: %w", err)
 		}
@@ -449,7 +449,7 @@ func (m *workerMain) ready() {
 // credentialStore returns the pool's store of shared logins when the worker reads an auth file
 // and the NATS server has JetStream; nil otherwise (logins are then shared through the file
 // alone, by the processes of one machine).
-func credentialStore(ctx context.Context, nc *nats.Conn, cfg workerConfig, log *slog.Logger) codex.Coordinator {
+func credentialStore(ctx context.Context, nc *nats.Conn, cfg workerConfig, log *slog.Logger) login.Coordinator {
 	if cfg.CodexToken != "" {
 		return nil
 	}

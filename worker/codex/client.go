@@ -10,9 +10,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/codexpool/codexpool/internal/origintext"
 	"github.com/gorilla/websocket"
 
 	"github.com/codexpool/codexpool/schemas"
+	"github.com/codexpool/codexpool/worker/codex/login"
 )
 
 // Client runs generations over Codex WebSockets and pools the sockets. Create it with New.
@@ -21,7 +23,7 @@ type Client struct {
 	cfg     Config
 	log     *slog.Logger
 	dialer  *websocket.Dialer
-	src     TokenSource
+	src     login.TokenSource
 	httpURL string
 	httpTr  *http.Transport
 	httpc   *http.Client
@@ -85,15 +87,15 @@ type Stats struct {
 	HTTPFallbacks int64  `json:"http_fallbacks"` // 426s that switched (or kept) the client on HTTP
 	Unauthorized  int64  `json:"unauthorized"`   // 401s from the origin, upgrades and HTTP
 	// Credentials are the login's lifecycle counters; nil with a fixed token.
-	Credentials *AuthStats `json:"credentials,omitempty"`
+	Credentials *login.AuthStats `json:"credentials,omitempty"`
 }
 
-// fixedSource is the TokenSource of a fixed Config.Token: a 401 is final.
-type fixedSource struct{ c Credentials }
+// fixedSource is the login.TokenSource of a fixed Config.Token: a 401 is final.
+type fixedSource struct{ c login.Credentials }
 
-func (f fixedSource) Credentials() (Credentials, error) { return f.c, nil }
-func (f fixedSource) Unauthorized(context.Context, Credentials) (Credentials, error) {
-	return Credentials{}, errFixedToken
+func (f fixedSource) Credentials() (login.Credentials, error) { return f.c, nil }
+func (f fixedSource) Unauthorized(context.Context, login.Credentials) (login.Credentials, error) {
+	return login.Credentials{}, errFixedToken
 }
 
 // errFixedToken: a fixed token cannot be replaced; the origin's 401 stands as it is.
@@ -115,7 +117,7 @@ func New(cfg Config) (*Client, error) {
 		pinned:  map[*conn]struct{}{},
 	}
 	if c.src == nil {
-		c.src = fixedSource{Credentials{Token: cfg.Token, AccountID: cfg.AccountID, Source: "config"}}
+		c.src = fixedSource{login.Credentials{Token: cfg.Token, AccountID: cfg.AccountID, Source: "config"}}
 	}
 	c.httpTr, c.httpc = newHTTPClient(cfg)
 	if !cfg.NoReuse {
@@ -141,7 +143,7 @@ func (c *Client) Stats() Stats {
 	if c.onHTTP(time.Now()) {
 		st.Transport = "http"
 	}
-	if s, ok := c.src.(interface{ Stats() AuthStats }); ok {
+	if s, ok := c.src.(interface{ Stats() login.AuthStats }); ok {
 		as := s.Stats()
 		st.Credentials = &as
 	}
@@ -192,7 +194,7 @@ func (c *Client) Close() error {
 // When the origin refuses WebSockets (426 on the upgrade) the generation runs over HTTP
 // streaming instead, with the same onEvent calls and errors, and so do new generations for
 // Config.WSRetryAfter; pooled sockets are still used while they last. A 401 is retried once with
-// the credentials the TokenSource gives after it (a re-read or refreshed login).
+// the credentials the login.TokenSource gives after it (a re-read or refreshed login).
 func (c *Client) Generate(ctx context.Context, frame []byte, onEvent func(Event) error) (*Result, error) {
 	return c.generate(ctx, frame, onEvent, nil)
 }
@@ -278,7 +280,7 @@ func (c *Client) run(ctx context.Context, cn *conn, frame []byte, onEvent func(E
 		if err := ctx.Err(); err != nil {
 			return false, err
 		}
-		return pooled, upstreamError("send request: %s", cn.redact.clean(werr.Error()))
+		return pooled, upstreamError("send request: %s", cn.redact.Clean(werr.Error()))
 	}
 
 	timer := time.NewTimer(c.cfg.IdleTimeout)
@@ -338,8 +340,8 @@ func (c *Client) run(ctx context.Context, cn *conn, frame []byte, onEvent func(E
 
 // redactEvent returns data with the credentials redacted and, when that changed it, its type
 // read again: an echoed secret can sit in the type too (FuzzSSE found one).
-func redactEvent(red redactor, typ string, data []byte) (string, []byte) {
-	clean := red.cleanFrame(data)
+func redactEvent(red origintext.Redactor, typ string, data []byte) (string, []byte) {
+	clean := red.CleanFrame(data)
 	if len(clean) != len(data) || (len(clean) > 0 && &clean[0] != &data[0]) {
 		if t, err := eventType(clean); err == nil {
 			typ = t
@@ -359,7 +361,7 @@ func (c *Client) idleError(events int) error {
 // deliver hands one event (typed and redacted; not codex.rate_limits) to onEvent and maps the
 // terminal ones, on either transport. done reports that the generation ended: with a nil error
 // at response.completed (res.Response is then set), else with the error.
-func (c *Client) deliver(typ string, data []byte, red redactor, res *Result, onEvent func(Event) error) (done bool, err error) {
+func (c *Client) deliver(typ string, data []byte, red origintext.Redactor, res *Result, onEvent func(Event) error) (done bool, err error) {
 	res.Events++
 	if onEvent != nil {
 		if err := onEvent(Event{Type: typ, Data: data}); err != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/codexpool/codexpool/gate"
+	"github.com/codexpool/codexpool/worker/codex/login"
 )
 
 // Defaults of Config.
@@ -37,7 +38,7 @@ type Config struct {
 	URL string
 	// Credentials gives the credentials of every new connection and handles 401s: an *Auth
 	// keeps a Codex CLI login fresh. Nil = Token and AccountID, fixed.
-	Credentials TokenSource
+	Credentials login.TokenSource
 	// Token is the bearer token (API key or ChatGPT access token) when Credentials is nil; see
 	// ResolveCredentials.
 	Token string
@@ -79,7 +80,7 @@ type Config struct {
 // withDefaults returns cfg with defaults filled in and the URL normalised, or an error.
 func (cfg Config) withDefaults() (Config, error) {
 	if cfg.Credentials == nil && cfg.Token == "" {
-		return cfg, fmt.Errorf("%w: no token configured (Config.Token and Config.Credentials are empty; see ResolveCredentials)", ErrNoCredentials)
+		return cfg, fmt.Errorf("%w: no token configured (Config.Token and Config.Credentials are empty; see ResolveCredentials)", login.ErrNoCredentials)
 	}
 	if cfg.URL == "" {
 		cfg.URL = DefaultURL

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/codexpool/codexpool/internal/origintext"
 	"github.com/gorilla/websocket"
 )
 
@@ -40,8 +41,8 @@ type conn struct {
 	ws     *websocket.Conn
 	id     string
 	born   time.Time
-	redact redactor // the credentials the socket was opened with: what the origin could echo
-	pin    *Pin     // the session the socket is reserved for; nil = pooled (set by its generation)
+	redact origintext.Redactor // the credentials the socket was opened with: what the origin could echo
+	pin    *Pin                // the session the socket is reserved for; nil = pooled (set by its generation)
 
 	state     atomic.Int32
 	ended     atomic.Bool // the reader has stopped reading (set before it looks at state)
@@ -53,7 +54,7 @@ type conn struct {
 	once    sync.Once
 }
 
-func (c *Client) newConn(ws *websocket.Conn, id string, red redactor) *conn {
+func (c *Client) newConn(ws *websocket.Conn, id string, red origintext.Redactor) *conn {
 	cn := &conn{c: c, ws: ws, id: id, born: time.Now(), redact: red,
 		frames: make(chan message, frameBuffer), closing: make(chan struct{})}
 	c.open.Add(1)

@@ -13,7 +13,9 @@ import (
 	"time"
 
 	"github.com/codexpool/codexpool/gate"
+	"github.com/codexpool/codexpool/internal/origintext"
 	"github.com/codexpool/codexpool/schemas"
+	"github.com/codexpool/codexpool/worker/codex/login"
 	"github.com/google/uuid"
 	"github.com/gorilla/websocket"
 )
@@ -33,7 +35,7 @@ func newDialer() *websocket.Dialer {
 
 // header returns the request headers of a new socket (or HTTP stream) with id, authenticated
 // with creds; beta is the OpenAI-Beta value of the transport.
-func (c *Client) header(id string, creds Credentials, beta string) http.Header {
+func (c *Client) header(id string, creds login.Credentials, beta string) http.Header {
 	h := http.Header{}
 	h.Set("Authorization", "Bearer "+creds.Token)
 	if creds.AccountID != "" {
@@ -50,7 +52,7 @@ func (c *Client) header(id string, creds Credentials, beta string) http.Header {
 }
 
 // connect opens a new socket through the gate's connect policy. A 401 is retried once, through
-// the gate again, with the credentials the TokenSource gives after it.
+// the gate again, with the credentials the login.TokenSource gives after it.
 func (c *Client) connect(ctx context.Context, res *Result) (*conn, error) {
 	creds, err := c.src.Credentials()
 	if err != nil {
@@ -103,7 +105,7 @@ func isUnauthorized(err error) bool {
 	return ok && e.Code == schemas.CodeUpstreamUnauthorized
 }
 
-// betterUnauthorized picks what to return when a 401 could not be cured: the TokenSource's own
+// betterUnauthorized picks what to return when a 401 could not be cured: the login.TokenSource's own
 // error when it says more (out of service: log in again) or the context ended, else the
 // origin's 401.
 func betterUnauthorized(origin, fromSource error) error {
@@ -117,10 +119,10 @@ func betterUnauthorized(origin, fromSource error) error {
 }
 
 // dialOnce is one upgrade attempt with creds; ctx carries the per-attempt timeout.
-func (c *Client) dialOnce(ctx context.Context, creds Credentials) (*conn, error) {
+func (c *Client) dialOnce(ctx context.Context, creds login.Credentials) (*conn, error) {
 	c.dials.Add(1)
 	id := uuid.NewString()
-	red := newRedactor(creds.Token, creds.AccountID)
+	red := origintext.NewRedactor(creds.Token, creds.AccountID)
 	ws, resp, err := c.dialer.DialContext(ctx, c.cfg.URL, c.header(id, creds, BetaHeader))
 	if err != nil {
 		if resp != nil {
@@ -154,12 +156,12 @@ func (c *Client) dialOnce(ctx context.Context, creds Credentials) (*conn, error)
 }
 
 // classifyDialError maps a failure without an HTTP response: timeout → 504, anything else → 502.
-func (c *Client) classifyDialError(ctx context.Context, err error, red redactor) error {
+func (c *Client) classifyDialError(ctx context.Context, err error, red origintext.Redactor) error {
 	var ne net.Error
 	if errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil || (errors.As(err, &ne) && ne.Timeout()) {
 		return schemas.Errorf(schemas.CodeUpstreamTimeout, "codex: connect to origin timed out")
 	}
-	return upstreamError("connect to origin: %s", red.clean(err.Error()))
+	return upstreamError("connect to origin: %s", red.Clean(err.Error()))
 }
 
 // upgradeRequiredError is a 426 on the upgrade: the origin does not speak WebSockets here. It
@@ -171,7 +173,7 @@ func (e *upgradeRequiredError) Unwrap() error { return e.err }
 
 // classifyStatus maps a refused upgrade (or, upgrade false, HTTP streaming request) from its HTTP
 // status, never from error strings. The origin's message is redacted with red.
-func (c *Client) classifyStatus(resp *http.Response, red redactor, upgrade bool) error {
+func (c *Client) classifyStatus(resp *http.Response, red origintext.Redactor, upgrade bool) error {
 	what := "the HTTP request"
 	if upgrade {
 		what = "the upgrade"
@@ -179,10 +181,10 @@ func (c *Client) classifyStatus(resp *http.Response, red redactor, upgrade bool)
 	var body []byte
 	if resp.Body != nil {
 		// gorilla keeps at most 1 KiB of the body.
-		body, _ = io.ReadAll(io.LimitReader(resp.Body, maxOriginText))
+		body, _ = io.ReadAll(io.LimitReader(resp.Body, origintext.MaxText))
 		_ = resp.Body.Close()
 	}
-	msg := red.clean(bodyMessage(body))
+	msg := red.Clean(bodyMessage(body))
 	retryAfter := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
 	status := resp.StatusCode
 	suffix := ""
@@ -217,11 +219,11 @@ func (c *Client) classifyStatus(resp *http.Response, red redactor, upgrade bool)
 func bodyMessage(body []byte) string {
 	var obj map[string]json.RawMessage
 	if json.Unmarshal(body, &obj) == nil {
-		if m := str(detail(obj["error"]).Message); m != "" {
+		if m := origintext.Str(origintext.Detail(obj["error"]).Message); m != "" {
 			return m
 		}
 		for _, k := range []string{"message", "detail"} {
-			if m := str(obj[k]); m != "" {
+			if m := origintext.Str(obj[k]); m != "" {
 				return m
 			}
 		}
@@ -235,7 +237,7 @@ func (cn *conn) readErrorMessage() string {
 	var ce *websocket.CloseError
 	switch {
 	case errors.As(err, &ce):
-		text := cn.redact.clean(ce.Text)
+		text := cn.redact.Clean(ce.Text)
 		if text != "" {
 			return fmt.Sprintf("origin closed the socket (%d: %s) before a terminal event", ce.Code, text)
 		}
@@ -245,6 +247,6 @@ func (cn *conn) readErrorMessage() string {
 	case errors.Is(err, websocket.ErrReadLimit):
 		return "event larger than the read limit"
 	default:
-		return "socket failed before a terminal event: " + cn.redact.clean(err.Error())
+		return "socket failed before a terminal event: " + cn.redact.Clean(err.Error())
 	}
 }

@@ -1,11 +1,10 @@
 // Package codex runs LLM generations over the Codex Responses-API WebSocket.
 //
-// Call [ResolveCredentials] first (token and account id from the environment, else the Codex CLI's
-// auth.json); for a login file, [OpenAuth] keeps it valid for as long as the process runs
-// (re-reads, refreshes, sharing through a [Coordinator], sealed under a pool key: see
-// [LoadKeyFile]; without a key nothing is shared) and goes in [Config].Credentials. Then
-// [New] with a [Config], then [Client.Generate] once per generation, from as many goroutines as
-// you like. [Client.Close] ends the pool when you are done, then [Auth.Close].
+// The credentials come from package login: [login.ResolveCredentials] (token and account id from
+// the environment, else the Codex CLI's auth.json) and, for a login file, [login.OpenAuth], which
+// keeps it valid for as long as the process runs and goes in [Config].Credentials. Then [New]
+// with a [Config], then [Client.Generate] once per generation, from as many goroutines as you
+// like. [Client.Close] ends the pool when you are done, then the login's Close.
 //
 // A Client keeps a pool of sockets: after response.completed a socket goes back to an idle pool and
 // the next generation takes it without a new upgrade, so without a gate wait and without the risk

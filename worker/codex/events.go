@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/codexpool/codexpool/internal/origintext"
 	"github.com/codexpool/codexpool/schemas"
 )
 
@@ -110,51 +111,14 @@ type errorEvent struct {
 	Message json.RawMessage `json:"message"`
 }
 
-// errorDetail is the inside of "error".
-type errorDetail struct {
-	Type     json.RawMessage `json:"type"`
-	Code     json.RawMessage `json:"code"`
-	Message  json.RawMessage `json:"message"`
-	ResetsAt json.RawMessage `json:"resets_at"`
-	ResetsIn json.RawMessage `json:"resets_in_seconds"`
-}
-
-// str returns a JSON string or number as text; "" for null, absent or anything else.
-func str(raw json.RawMessage) string {
-	if len(raw) == 0 {
-		return ""
-	}
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s
-	}
-	var n json.Number
-	if json.Unmarshal(raw, &n) == nil {
-		return n.String()
-	}
-	return ""
-}
-
 // num returns a JSON number (or numeric string) as float64, ok=false otherwise.
 func num(raw json.RawMessage) (float64, bool) {
-	s := str(raw)
+	s := origintext.Str(raw)
 	if s == "" {
 		return 0, false
 	}
 	f, err := strconv.ParseFloat(s, 64)
 	return f, err == nil
-}
-
-// detail decodes an "error" value that may be an object or a plain string.
-func detail(raw json.RawMessage) errorDetail {
-	var d errorDetail
-	if len(raw) == 0 {
-		return d
-	}
-	if json.Unmarshal(raw, &d) != nil {
-		d = errorDetail{Message: raw}
-	}
-	return d
 }
 
 // connLimitEvent reports whether an error event says the socket reached its connection limit.
@@ -166,24 +130,24 @@ func connLimitEvent(data []byte) bool {
 	if json.Unmarshal(data, &ev) != nil {
 		return false
 	}
-	d := detail(ev.Error)
-	return str(d.Code) == codeConnLimit || str(d.Type) == codeConnLimit || str(ev.Code) == codeConnLimit
+	d := origintext.Detail(ev.Error)
+	return origintext.Str(d.Code) == codeConnLimit || origintext.Str(d.Type) == codeConnLimit || origintext.Str(ev.Code) == codeConnLimit
 }
 
 // mapErrorEvent maps an "error" event to the contract error.
-func mapErrorEvent(data []byte, r redactor, now time.Time) *schemas.Error {
+func mapErrorEvent(data []byte, r origintext.Redactor, now time.Time) *schemas.Error {
 	var ev errorEvent
 	if err := json.Unmarshal(data, &ev); err != nil {
 		return upstreamError("bad error event from origin")
 	}
-	d := detail(ev.Error)
-	typ, code := str(d.Type), str(d.Code)
+	d := origintext.Detail(ev.Error)
+	typ, code := origintext.Str(d.Type), origintext.Str(d.Code)
 	if code == "" {
-		code = str(ev.Code)
+		code = origintext.Str(ev.Code)
 	}
-	msg := str(d.Message)
+	msg := origintext.Str(d.Message)
 	if msg == "" {
-		msg = str(ev.Message)
+		msg = origintext.Str(ev.Message)
 	}
 	upstreamCode := code
 	if upstreamCode == "" {
@@ -194,7 +158,7 @@ func mapErrorEvent(data []byte, r redactor, now time.Time) *schemas.Error {
 	if f, ok := num(ev.Status); ok && f >= 400 && f < 600 {
 		status = int(f)
 	}
-	e := &schemas.Error{Status: status, Code: schemas.CodeUpstreamError, UpstreamCode: r.clean(upstreamCode)}
+	e := &schemas.Error{Status: status, Code: schemas.CodeUpstreamError, UpstreamCode: r.Clean(upstreamCode)}
 	switch {
 	case status == 401:
 		e.Code = schemas.CodeUpstreamUnauthorized
@@ -202,7 +166,7 @@ func mapErrorEvent(data []byte, r redactor, now time.Time) *schemas.Error {
 		e.Status, e.Code = 429, schemas.CodeUpstreamRateLimited
 		e.RetryAfter = eventRetryAfter(d, ev.Headers, now)
 	}
-	text := r.clean(msg)
+	text := r.Clean(msg)
 	if text == "" {
 		text = "no message"
 	}
@@ -234,7 +198,7 @@ func duration(f float64, unit time.Duration) time.Duration {
 // eventRetryAfter returns when a rate-limited request may be retried: from resets_at (unix
 // seconds), else resets_in_seconds, else a retry-after(-ms) header carried in the event; 0 when
 // unknown.
-func eventRetryAfter(d errorDetail, headers map[string]any, now time.Time) time.Duration {
+func eventRetryAfter(d origintext.ErrorDetail, headers map[string]any, now time.Time) time.Duration {
 	if f, ok := num(d.ResetsAt); ok && f > 0 {
 		if wait := duration(f-float64(now.UnixNano())/1e9, time.Second); wait > 0 {
 			return wait
@@ -279,7 +243,7 @@ func parseRetryAfter(s string, now time.Time) time.Duration {
 }
 
 // mapFailed maps response.failed: 502 with the origin's code and message.
-func mapFailed(data []byte, r redactor) *schemas.Error {
+func mapFailed(data []byte, r origintext.Redactor) *schemas.Error {
 	var ev struct {
 		Response struct {
 			Error json.RawMessage `json:"error"`
@@ -288,22 +252,22 @@ func mapFailed(data []byte, r redactor) *schemas.Error {
 	if err := json.Unmarshal(data, &ev); err != nil {
 		return upstreamError("bad response.failed event from origin")
 	}
-	d := detail(ev.Response.Error)
-	code := str(d.Code)
+	d := origintext.Detail(ev.Response.Error)
+	code := origintext.Str(d.Code)
 	if code == "" {
-		code = str(d.Type)
+		code = origintext.Str(d.Type)
 	}
-	msg := r.clean(str(d.Message))
+	msg := r.Clean(origintext.Str(d.Message))
 	if msg == "" {
 		msg = "no message"
 	}
 	e := upstreamError("response failed: %s", msg)
-	e.UpstreamCode = r.clean(code)
+	e.UpstreamCode = r.Clean(code)
 	return e
 }
 
 // mapIncomplete maps response.incomplete: 502 with the reason.
-func mapIncomplete(data []byte, r redactor) *schemas.Error {
+func mapIncomplete(data []byte, r origintext.Redactor) *schemas.Error {
 	var ev struct {
 		Response struct {
 			Details struct {
@@ -314,7 +278,7 @@ func mapIncomplete(data []byte, r redactor) *schemas.Error {
 	if err := json.Unmarshal(data, &ev); err != nil {
 		return upstreamError("bad response.incomplete event from origin")
 	}
-	reason := r.clean(str(ev.Response.Details.Reason))
+	reason := r.Clean(origintext.Str(ev.Response.Details.Reason))
 	if reason == "" {
 		reason = "unknown"
 	}

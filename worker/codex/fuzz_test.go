@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/codexpool/codexpool/internal/origintext"
 	"github.com/codexpool/codexpool/schemas"
 )
 
@@ -68,7 +69,7 @@ func FuzzEventParse(f *testing.F) {
 	f.Add([]byte(`{"detail":"nope"}`), "NaN", int16(401))
 	f.Add([]byte(`oops`), "-Inf", int16(503))
 
-	r := newRedactor(fuzzToken, fuzzAccount)
+	r := origintext.NewRedactor(fuzzToken, fuzzAccount)
 	now := time.Unix(1_700_000_000, 0)
 	c := &Client{}
 
@@ -96,7 +97,7 @@ func FuzzEventParse(f *testing.F) {
 			t.Fatalf("connLimitEvent(%q) without the code in the frame", data)
 		}
 
-		clean := r.cleanFrame(data)
+		clean := r.CleanFrame(data)
 		if bytes.Contains(clean, []byte(fuzzToken)) || bytes.Contains(clean, []byte(fuzzAccount)) {
 			t.Fatalf("cleanFrame(%q) = %q still carries a secret", data, clean)
 		}
@@ -163,7 +164,7 @@ func checkError(t *testing.T, what string, e *schemas.Error) {
 			t.Fatalf("%s: invalid UTF-8: %q", what, s)
 		}
 	}
-	if len(e.Message) > maxOriginText+200 || len(e.UpstreamCode) > maxOriginText {
+	if len(e.Message) > origintext.MaxText+200 || len(e.UpstreamCode) > origintext.MaxText {
 		t.Fatalf("%s: message of %d bytes, upstream code of %d", what, len(e.Message), len(e.UpstreamCode))
 	}
 	var body struct {

@@ -12,10 +12,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/codexpool/codexpool/internal/origintext"
 	"github.com/google/uuid"
 	sse "github.com/tmaxmax/go-sse"
 
 	"github.com/codexpool/codexpool/schemas"
+	"github.com/codexpool/codexpool/worker/codex/login"
 )
 
 // HTTPBetaHeader is the OpenAI-Beta value sent with HTTP streaming, as the official client and
@@ -81,7 +83,7 @@ func httpBody(frame []byte) []byte {
 
 // generateHTTP runs the generation over HTTP streaming. Like a socket, it is retried once when a
 // kept-alive connection fails before any response, and once after a 401 with the credentials
-// the TokenSource gives then.
+// the login.TokenSource gives then.
 func (c *Client) generateHTTP(ctx context.Context, frame []byte, onEvent func(Event) error, res *Result) error {
 	res.HTTP = true
 	body := httpBody(frame)
@@ -112,8 +114,8 @@ func (c *Client) generateHTTP(ctx context.Context, frame []byte, onEvent func(Ev
 
 // postOnce sends one HTTP streaming request and reads its events. stale reports a kept-alive
 // connection that failed before any response: safe to send again.
-func (c *Client) postOnce(ctx context.Context, body []byte, creds Credentials, onEvent func(Event) error, res *Result) (stale bool, err error) {
-	red := newRedactor(creds.Token, creds.AccountID)
+func (c *Client) postOnce(ctx context.Context, body []byte, creds login.Credentials, onEvent func(Event) error, res *Result) (stale bool, err error) {
+	red := origintext.NewRedactor(creds.Token, creds.AccountID)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.httpURL, bytes.NewReader(body))
 	if err != nil {
 		return false, upstreamError("bad origin URL")
@@ -134,7 +136,7 @@ func (c *Client) postOnce(ctx context.Context, body []byte, creds Credentials, o
 		if errors.As(err, &ne) && ne.Timeout() {
 			return false, schemas.Errorf(schemas.CodeUpstreamTimeout, "codex: no answer from the origin within %s", c.cfg.IdleTimeout)
 		}
-		return reused, upstreamError("HTTP request to origin: %s", red.clean(err.Error()))
+		return reused, upstreamError("HTTP request to origin: %s", red.Clean(err.Error()))
 	}
 	c.reportHeaderLimits(resp)
 	if resp.StatusCode != http.StatusOK {
@@ -150,7 +152,7 @@ func (c *Client) postOnce(ctx context.Context, body []byte, creds Credentials, o
 
 // readStream reads server-sent events from body until a terminal event and closes body. A done
 // ctx closes it at once; so does IdleTimeout without an event.
-func (c *Client) readStream(ctx context.Context, body io.ReadCloser, red redactor, onEvent func(Event) error, res *Result) error {
+func (c *Client) readStream(ctx context.Context, body io.ReadCloser, red origintext.Redactor, onEvent func(Event) error, res *Result) error {
 	var timedOut, draining atomic.Bool
 	idle := time.AfterFunc(c.cfg.IdleTimeout, func() {
 		timedOut.Store(!draining.Load())
@@ -199,7 +201,7 @@ func (c *Client) readStream(ctx context.Context, body io.ReadCloser, red redacto
 	case timedOut.Load():
 		return c.idleError(res.Events)
 	case readErr != nil:
-		return upstreamError("HTTP stream failed before a terminal event: %s", red.clean(readErr.Error()))
+		return upstreamError("HTTP stream failed before a terminal event: %s", red.Clean(readErr.Error()))
 	}
 	return upstreamError("HTTP stream ended before a terminal event")
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/codexpool/codexpool/gate"
+	"github.com/codexpool/codexpool/internal/origintext"
 	"github.com/codexpool/codexpool/schemas"
 	"github.com/codexpool/codexpool/worker/codextest"
 )
@@ -265,7 +266,7 @@ func TestHTTPRedaction(t *testing.T) {
 	}
 	_, err = c.Generate(context.Background(), createFrame("fail", nil), nil)
 	e := wantError(t, err, 429, schemas.CodeUpstreamRateLimited)
-	if strings.Contains(e.Message, testToken) || strings.Contains(e.Message, acct) || !strings.Contains(e.Message, redacted) {
+	if strings.Contains(e.Message, testToken) || strings.Contains(e.Message, acct) || !strings.Contains(e.Message, origintext.Redacted) {
 		t.Errorf("message %q leaks a credential or was not redacted", e.Message)
 	}
 }

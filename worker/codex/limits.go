@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/codexpool/codexpool/internal/origintext"
 )
 
 // Limits is what the origin said about the account's usage in one report: the rate-limit headers
@@ -106,12 +108,12 @@ func ParseLimitsEvent(data []byte, now time.Time) (l Limits, ok bool) {
 		return Limits{}, false
 	}
 	limit := defaultLimit
-	if n := str(ev.MeteredLimitName); n != "" {
+	if n := origintext.Str(ev.MeteredLimitName); n != "" {
 		limit = normLimit(n)
-	} else if n := str(ev.LimitName); n != "" {
+	} else if n := origintext.Str(ev.LimitName); n != "" {
 		limit = normLimit(n)
 	}
-	l.PlanType = str(ev.PlanType)
+	l.PlanType = origintext.Str(ev.PlanType)
 	for _, slot := range limitSlots {
 		var w struct {
 			UsedPercent   json.RawMessage `json:"used_percent"`
@@ -133,12 +135,12 @@ func ParseLimitsEvent(data []byte, now time.Time) (l Limits, ok bool) {
 		if m, ok := num(w.WindowMinutes); ok && m > 0 && m < math.MaxInt32 {
 			lw.Minutes = int(m)
 		}
-		at, after := str(w.ResetAt), str(w.ResetAfter)
+		at, after := origintext.Str(w.ResetAt), origintext.Str(w.ResetAfter)
 		if at == "" {
-			at = str(w.ResetsAt)
+			at = origintext.Str(w.ResetsAt)
 		}
 		if after == "" {
-			after = str(w.ResetsIn)
+			after = origintext.Str(w.ResetsIn)
 		}
 		lw.ResetAt = resetTime(at, after, now)
 		l.Windows = append(l.Windows, lw)

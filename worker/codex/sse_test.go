@@ -10,6 +10,7 @@ import (
 	"testing/iotest"
 	"time"
 
+	"github.com/codexpool/codexpool/internal/origintext"
 	"github.com/codexpool/codexpool/schemas"
 	"github.com/codexpool/codexpool/worker/codextest"
 )
@@ -20,7 +21,7 @@ func readEvents(body io.Reader) ([]Event, *Result, error) {
 	c := &Client{cfg: Config{IdleTimeout: time.Minute}}
 	var evs []Event
 	res := &Result{}
-	err := c.readStream(context.Background(), io.NopCloser(body), newRedactor(fuzzToken, fuzzAccount), func(ev Event) error {
+	err := c.readStream(context.Background(), io.NopCloser(body), origintext.NewRedactor(fuzzToken, fuzzAccount), func(ev Event) error {
 		evs = append(evs, Event{Type: ev.Type, Data: append([]byte(nil), ev.Data...)})
 		return nil
 	}, res)

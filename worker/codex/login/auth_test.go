@@ -1,4 +1,4 @@
-package codex
+package login
 
 import (
 	"bytes"
@@ -20,7 +20,7 @@ import (
 
 // load runs generations on every client, one after another per client with a new socket each,
 // until d has passed, and returns how many failed (and the first error).
-func load(t *testing.T, d time.Duration, clients ...*Client) (ok, failed int64, first error) {
+func load(t *testing.T, d time.Duration, clients ...*testClient) (ok, failed int64, first error) {
 	t.Helper()
 	var nOK, nFail atomic.Int64
 	var once sync.Once
@@ -31,7 +31,7 @@ func load(t *testing.T, d time.Duration, clients ...*Client) (ok, failed int64, 
 		go func() {
 			defer wg.Done()
 			for n := 0; time.Now().Before(end); n++ {
-				_, err := c.Generate(context.Background(), createFrame(fmt.Sprintf("c%d n%d", i, n), nil), nil)
+				err := c.Generate(context.Background(), fmt.Sprintf("c%d n%d", i, n))
 				if err != nil {
 					nFail.Add(1)
 					once.Do(func() { first = err })
@@ -54,7 +54,7 @@ func TestAuthRefreshKeepsTheLoginAlive(t *testing.T) {
 	path, l := writeLogin(t, srv, t.TempDir(), "auth.json")
 	log, logs := logBuffer()
 	a := openAuth(t, srv, path, AuthConfig{Logger: log})
-	c := newClient(t, srv, Config{Credentials: a, NoReuse: true})
+	c := newClient(srv, a)
 
 	ok, failed, first := load(t, 3*life, c)
 	if failed != 0 {
@@ -89,10 +89,10 @@ func TestAuthOneRefresherPerFile(t *testing.T) {
 	const life = 2 * time.Second
 	srv := newLoginSim(t, life)
 	path, _ := writeLogin(t, srv, t.TempDir(), "auth.json")
-	var clients []*Client
+	var clients []*testClient
 	for range 3 {
 		a := openAuth(t, srv, path, AuthConfig{})
-		clients = append(clients, newClient(t, srv, Config{Credentials: a, NoReuse: true}))
+		clients = append(clients, newClient(srv, a))
 	}
 	start := time.Now()
 	_, failed, first := load(t, 3*life, clients...)
@@ -126,8 +126,8 @@ func TestAuthCopiesShareThroughTheCoordinator(t *testing.T) {
 	})
 	a1 := openAuth(t, srv, p1, AuthConfig{Coordinator: store, ShareKey: key, WorkerID: "one", Logger: log.With("w", 1)})
 	a2 := openAuth(t, srv, p2, AuthConfig{Coordinator: store, ShareKey: key, WorkerID: "two", Logger: log.With("w", 2)})
-	c1 := newClient(t, srv, Config{Credentials: a1, NoReuse: true})
-	c2 := newClient(t, srv, Config{Credentials: a2, NoReuse: true})
+	c1 := newClient(srv, a1)
+	c2 := newClient(srv, a2)
 	start := time.Now()
 	_, failed, first := load(t, 3*life, c1, c2)
 	if failed != 0 {
@@ -256,70 +256,6 @@ func TestAuthUnauthorizedRefreshesOncePer30s(t *testing.T) {
 	}
 }
 
-// TestClientRetries401WithARefreshedToken: an access token the origin refuses (here: one it
-// never issued) is refreshed after the 401 and the generation succeeds, on both transports.
-func TestClientRetries401WithARefreshedToken(t *testing.T) {
-	for _, wsOff := range []bool{false, true} {
-		t.Run(fmt.Sprintf("ws_off=%v", wsOff), func(t *testing.T) {
-			srv := newLoginSim(t, time.Hour)
-			srv.Limits.SetWSOff(wsOff)
-			path, l := writeLogin(t, srv, t.TempDir(), "auth.json")
-			l.AccessToken = "opaque-token-the-origin-refuses" // no exp: no proactive refresh
-			writeAuthJSON(t, path, l)
-			a := openAuth(t, srv, path, AuthConfig{})
-			c := newClient(t, srv, Config{Credentials: a})
-			if _, err := c.Generate(context.Background(), createFrame("hi", nil), nil); err != nil {
-				t.Fatalf("got %v, want success after one refresh", err)
-			}
-			if st := srv.Stats(); st.Unauthorized != 1 || st.RefreshOK != 1 {
-				t.Errorf("%d 401s, %d refreshes; want 1 and 1", st.Unauthorized, st.RefreshOK)
-			}
-			if c.Stats().Unauthorized != 1 {
-				t.Errorf("client counted %d 401s, want 1", c.Stats().Unauthorized)
-			}
-		})
-	}
-}
-
-// TestAuthPermanentRefusalTakesTheAccountOut: a refresh token spent elsewhere is refused as
-// reused: the account goes out of service with one log line; requests get 401 "log in again"
-// without a refresh storm; a new login in the file brings it back.
-func TestAuthPermanentRefusalTakesTheAccountOut(t *testing.T) {
-	srv := newLoginSim(t, time.Hour)
-	path, l := writeLogin(t, srv, t.TempDir(), "auth.json")
-	spend(t, srv, l.RefreshToken) // someone else refreshed it, and kept the answer
-	log, logs := logBuffer()
-	a := openAuth(t, srv, path, AuthConfig{Logger: log})
-	c := newClient(t, srv, Config{Credentials: a})
-	if _, err := a.Unauthorized(context.Background(), mustCreds(t, a)); err == nil {
-		t.Fatal("the refresh of a spent token succeeded")
-	}
-	for range 20 {
-		_, err := c.Generate(context.Background(), createFrame("hi", nil), nil)
-		e := wantError(t, err, 401, schemas.CodeUpstreamUnauthorized)
-		if !strings.Contains(e.Message, "log in again") || e.UpstreamCode != "refresh_token_reused" {
-			t.Fatalf("message %q (%s), want one saying to log in again", e.Message, e.UpstreamCode)
-		}
-	}
-	st := srv.Stats()
-	if st.RefreshCalls != 2 || st.UpgradesAccepted != 0 { // ours and the spend
-		t.Errorf("%d refresh calls, %d upgrades; want 2 (no retry storm) and 0 (no request reaches the origin)", st.RefreshCalls, st.UpgradesAccepted)
-	}
-	if !a.Stats().OutOfService || !c.Stats().Credentials.OutOfService {
-		t.Error("stats do not say out of service")
-	}
-	if n := strings.Count(logs.String(), "account out of service"); n != 1 {
-		t.Errorf("%d out-of-service log lines, want 1", n)
-	}
-	l2, _ := srv.Logins.Issue(alice)
-	writeAuthJSON(t, path, l2)
-	waitFor(t, "the account to come back", func() bool { _, err := a.Credentials(); return err == nil })
-	if _, err := c.Generate(context.Background(), createFrame("hi", nil), nil); err != nil {
-		t.Fatalf("after a new login: %v", err)
-	}
-	noSecrets(t, "the log", logs.String(), loginSecrets(l, l2)...)
-}
-
 // spend refreshes tok at srv's token endpoint, as another client would.
 func spend(t *testing.T, srv *codextest.Server, tok string) {
 	t.Helper()
@@ -381,8 +317,8 @@ func TestAuthHostileTokenEndpoint(t *testing.T) {
 			}
 			// The next attempt (after the backoff) re-reads first, then tries once.
 			a.mu.Lock()
-			a.retryAt = time.Time{}
-			a.kickedAt = time.Time{}
+			a.sched.retryAt = time.Time{}
+			a.sched.kickedAt = time.Time{}
 			a.mu.Unlock()
 			creds := mustCreds(t, a)
 			_, err = a.Unauthorized(context.Background(), creds)
@@ -425,7 +361,7 @@ func TestAuthTimedOutRefreshIsNotRetriedBlindly(t *testing.T) {
 	l2, _ := srv.Logins.Issue(alice) // what the other holder got
 	writeAuthJSON(t, path, l2)
 	a.mu.Lock()
-	a.retryAt = time.Time{}
+	a.sched.retryAt = time.Time{}
 	a.mu.Unlock()
 	a.refresh(false) // the retry: due (backoff over), but the re-read comes first
 	if got := mustCreds(t, a).Token; got != l2.AccessToken {
@@ -482,7 +418,7 @@ func TestAuthDeadClaimIsTakenOver(t *testing.T) {
 		t.Fatalf("claim = %v, want busy while the claim is fresh", res)
 	}
 	a.mu.Lock()
-	a.claimSeen = time.Now().Add(-claimTTL) // the claim has not changed for claimTTL
+	a.share.claimSeen = time.Now().Add(-claimTTL) // the claim has not changed for claimTTL
 	a.mu.Unlock()
 	if res, _, _ := a.claim(cur); res != claimHeld {
 		t.Fatalf("claim = %v, want held after taking over", res)
@@ -506,28 +442,5 @@ func TestLoginKeyHidesTheIdentity(t *testing.T) {
 	}
 	if loginKey(tokens{APIKey: "sk-123"}) != "" {
 		t.Error("an API key login got a key")
-	}
-}
-
-// TestPooledSocketOutlivesItsToken: a socket opened with a token that has since been rotated
-// keeps carrying generations until it ends; new sockets use the new token.
-func TestPooledSocketOutlivesItsToken(t *testing.T) {
-	srv := newLoginSim(t, 2*time.Second)
-	path, l := writeLogin(t, srv, t.TempDir(), "auth.json")
-	a := openAuth(t, srv, path, AuthConfig{})
-	c := newClient(t, srv, Config{Credentials: a})
-	if _, err := c.Generate(context.Background(), createFrame("first", nil), nil); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "a refresh", func() bool { return a.Stats().Refreshes > 0 })
-	res, err := c.Generate(context.Background(), createFrame("second", nil), nil)
-	if err != nil || !res.Reused {
-		t.Fatalf("after the rotation: %v, reused %v; want the old socket to carry on", err, res != nil && res.Reused)
-	}
-	if got := srv.LastUpgradeHeader().Get("Authorization"); got != "Bearer "+l.AccessToken {
-		t.Error("test setup: the socket was not opened with the first token")
-	}
-	if mustCreds(t, a).Token == l.AccessToken {
-		t.Error("the token was not rotated")
 	}
 }

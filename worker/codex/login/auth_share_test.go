@@ -1,4 +1,4 @@
-package codex
+package login
 
 import (
 	"bytes"
@@ -62,7 +62,7 @@ func plantAndServe(t *testing.T, value func(key string) []byte) {
 	log, logs := logBuffer()
 	a := openAuth(t, srv, path, AuthConfig{Coordinator: store, ShareKey: testKey, Logger: log})
 	waitFor(t, "the planted entry to be seen and ignored", func() bool { return a.Stats().Ignored == 1 })
-	c := newClient(t, srv, Config{Credentials: a, NoReuse: true})
+	c := newClient(srv, a)
 	if _, failed, first := load(t, 300*time.Millisecond, c); failed != 0 {
 		t.Fatalf("%d generations failed, first: %v", failed, first)
 	}
@@ -119,7 +119,7 @@ func TestAuthFreshLoginBeatsAFarFutureExp(t *testing.T) {
 	waitFor(t, "the fresh login to reach both", func() bool {
 		return mustCreds(t, a1).Token == fresh.AccessToken && mustCreds(t, a2).Token == fresh.AccessToken
 	})
-	c := newClient(t, srv, Config{Credentials: a2, NoReuse: true})
+	c := newClient(srv, a2)
 	if _, failed, first := load(t, 300*time.Millisecond, c); failed != 0 {
 		t.Fatalf("%d generations failed, first: %v", failed, first)
 	}
@@ -189,12 +189,12 @@ func storeOutage(t *testing.T, life, outage time.Duration, hang bool) {
 		}
 	})
 	var auths []*Auth
-	var clients []*Client
+	var clients []*testClient
 	for i := range 2 {
 		a := openAuth(t, srv, path, AuthConfig{Coordinator: store, ShareKey: testKey, Logger: log.With("w", i),
 			StoreTimeout: life / 10})
 		auths = append(auths, a)
-		clients = append(clients, newClient(t, srv, Config{Credentials: a, NoReuse: true}))
+		clients = append(clients, newClient(srv, a))
 	}
 	var nOK, nFail int64
 	run := func(d time.Duration) {

@@ -1,4 +1,4 @@
-package codex
+package login
 
 import (
 	"context"
@@ -148,26 +148,47 @@ type Auth struct {
 	reloadMu sync.Mutex // one reload at a time
 	fileMu   sync.Mutex // one write of the file at a time
 
-	mu        sync.Mutex
-	tok       tokens
-	stamp     fileStamp // of the file as last read or written
-	seenAt    time.Time // when tok was adopted: its start of life when it carries no iat
-	down      *schemas.Error
-	downRT    string        // the refresh token that was refused for good
-	changed   chan struct{} // closed (and replaced) when tok or down changes, or an attempt ends
-	retryAt   time.Time     // no refresh before this (backoff, or another worker refreshing)
+	mu      sync.Mutex // guards the login in use and the sub-states below
+	tok     tokens
+	seenAt  time.Time     // when tok was adopted: its start of life when it carries no iat
+	changed chan struct{} // closed (and replaced) when tok or down changes, or an attempt ends
+	lin     lineage       // which tokens are newer (lineage.go)
+	file    fileState     // the login file as last read or written
+	outage  outage        // the account out of service: a refresh token refused for good
+	sched   refreshSchedule
+	share   shareState // the login shared through the pool's Coordinator
+	st      AuthStats
+}
+
+// fileState is what an Auth knows of its login file.
+type fileState struct {
+	stamp   fileStamp // of the file as last read or written
+	badFile fileStamp // the file version that failed to parse, logged once
+}
+
+// outage is set when the token endpoint refused the refresh token for good; a new login in the
+// file (or from the pool) clears it.
+type outage struct {
+	down   *schemas.Error
+	downRT string // the refresh token that was refused for good
+}
+
+// refreshSchedule is when the next refresh may start and what asked for it.
+type refreshSchedule struct {
+	retryAt   time.Time // no refresh before this (backoff, or another worker refreshing)
 	backoff   time.Duration
 	kickedFor string    // the access token a 401 asked to refresh
 	kickedAt  time.Time // when
 	doneFor   string    // the access token a refresh attempt ended on without replacing it
-	claimRev  uint64    // the revision of another worker's claim, and when this Auth first saw it
+}
+
+// shareState is the login's life in the pool's Coordinator.
+type shareState struct {
+	claimRev  uint64 // the revision of another worker's claim, and when this Auth first saw it
 	claimSeen time.Time
-	badFile   fileStamp // the file version that failed to parse, logged once
-	badRev    uint64    // the revision of the shared value that did not open, logged once
-	lin       lineage   // which tokens are newer (lineage.go)
+	badRev    uint64 // the revision of the shared value that did not open, logged once
 	health    storeHealth
 	offering  bool // an offer to the pool is in flight
-	st        AuthStats
 }
 
 // OpenAuth reads cfg.File and starts keeping its login valid. It fails when the file does not
@@ -197,7 +218,7 @@ func OpenAuth(cfg AuthConfig) (*Auth, error) {
 		id:   cfg.WorkerID + "/" + rand.Text()[:8],
 		lock: filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".lock"),
 		kick: make(chan struct{}, 1), changed: make(chan struct{}),
-		tok: t, stamp: stamp, seenAt: time.Now(),
+		tok: t, file: fileState{stamp: stamp}, seenAt: time.Now(),
 	}
 	a.log = cfg.Logger
 	if a.log == nil {
@@ -276,8 +297,8 @@ func (a *Auth) Credentials() (Credentials, error) {
 }
 
 func (a *Auth) credsLocked() (Credentials, error) {
-	if a.down != nil {
-		e := *a.down
+	if a.outage.down != nil {
+		e := *a.outage.down
 		return Credentials{}, &e
 	}
 	c := Credentials{Token: a.tok.bearer(), AccountID: a.cfg.AccountID, Source: a.cfg.File}
@@ -296,7 +317,7 @@ func (a *Auth) Unauthorized(ctx context.Context, refused Credentials) (Credentia
 		a.mu.Lock()
 		cur := a.tok.bearer()
 		switch {
-		case a.down != nil:
+		case a.outage.down != nil:
 			c, err := a.credsLocked()
 			a.mu.Unlock()
 			return c, err
@@ -307,14 +328,14 @@ func (a *Auth) Unauthorized(ctx context.Context, refused Credentials) (Credentia
 		case a.tok.RefreshToken == "":
 			a.mu.Unlock()
 			return Credentials{}, a.refusedError("")
-		case a.kickedFor == cur && a.doneFor != cur:
+		case a.sched.kickedFor == cur && a.sched.doneFor != cur:
 			// A refresh for this token is pending or in flight: wait for it.
-		case time.Since(a.kickedAt) < unauthorizedEvery:
-			suffix := fmt.Sprintf("; no new refresh for %s", (unauthorizedEvery - time.Since(a.kickedAt)).Round(time.Second))
+		case time.Since(a.sched.kickedAt) < unauthorizedEvery:
+			suffix := fmt.Sprintf("; no new refresh for %s", (unauthorizedEvery - time.Since(a.sched.kickedAt)).Round(time.Second))
 			a.mu.Unlock()
 			return Credentials{}, a.refusedError(suffix)
 		default:
-			a.kickedFor, a.kickedAt, a.doneFor = cur, time.Now(), ""
+			a.sched.kickedFor, a.sched.kickedAt, a.sched.doneFor = cur, time.Now(), ""
 			select {
 			case a.kick <- struct{}{}:
 			default:
@@ -349,8 +370,8 @@ func (a *Auth) Stats() AuthStats {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	st := a.st
-	st.OutOfService = a.down != nil
-	st.StoreDown = a.health.down
+	st.OutOfService = a.outage.down != nil
+	st.StoreDown = a.share.health.down
 	st.ExpiresAt = a.tok.expiry()
 	return st
 }
@@ -367,9 +388,9 @@ func (a *Auth) adoptLocked(t tokens, from string) {
 		a.lin.replaced(a.tok.RefreshToken)
 	}
 	a.tok, a.seenAt = t, time.Now()
-	a.retryAt, a.backoff, a.doneFor = time.Time{}, 0, ""
-	if a.down != nil && t.RefreshToken != a.downRT {
-		a.down = nil
+	a.sched.retryAt, a.sched.backoff, a.sched.doneFor = time.Time{}, 0, ""
+	if a.outage.down != nil && t.RefreshToken != a.outage.downRT {
+		a.outage.down = nil
 		a.log.Info("codex: account back in service with a new login", "from", from)
 	}
 	a.broadcastLocked()
@@ -377,14 +398,14 @@ func (a *Auth) adoptLocked(t tokens, from string) {
 
 // goDownLocked takes the account out of service after a refusal with code. a.mu is held.
 func (a *Auth) goDownLocked(code, from string) {
-	if a.down != nil && a.downRT == a.tok.RefreshToken {
+	if a.outage.down != nil && a.outage.downRT == a.tok.RefreshToken {
 		return
 	}
-	a.down = schemas.Errorf(schemas.CodeUpstreamUnauthorized,
+	a.outage.down = schemas.Errorf(schemas.CodeUpstreamUnauthorized,
 		"codex: account %s is out of service: its login was refused for good (%s); log in again (`codex login`) and replace %s",
 		a.cfg.Name, code, a.cfg.File)
-	a.down.UpstreamCode = code
-	a.downRT = a.tok.RefreshToken
+	a.outage.down.UpstreamCode = code
+	a.outage.downRT = a.tok.RefreshToken
 	a.log.Error("codex: account out of service: the token endpoint refused the login for good; log in again",
 		"code", code, "file", a.cfg.File, "from", from)
 	a.broadcastLocked()
@@ -400,24 +421,24 @@ func (a *Auth) nextRefresh() time.Time {
 
 // nextRefreshLocked is nextRefresh with a.mu held.
 func (a *Auth) nextRefreshLocked() time.Time {
-	if a.tok.RefreshToken == "" || a.down != nil {
+	if a.tok.RefreshToken == "" || a.outage.down != nil {
 		return time.Time{}
 	}
-	if cur := a.tok.bearer(); a.kickedFor == cur && a.doneFor != cur {
+	if cur := a.tok.bearer(); a.sched.kickedFor == cur && a.sched.doneFor != cur {
 		// A 401 asked for a refresh that has not happened yet (another holder had the turn):
 		// try again as soon as the back-off allows, not at the token's scheduled time.
-		if a.retryAt.After(a.kickedAt) {
-			return a.retryAt
+		if a.sched.retryAt.After(a.sched.kickedAt) {
+			return a.sched.retryAt
 		}
-		return a.kickedAt // due already
+		return a.sched.kickedAt // due already
 	}
 	exp, lead := a.leadLocked()
 	if exp.IsZero() {
 		return time.Time{}
 	}
 	at := exp.Add(-lead)
-	if a.retryAt.After(at) {
-		at = a.retryAt
+	if a.sched.retryAt.After(at) {
+		at = a.sched.retryAt
 	}
 	return at
 }
@@ -478,7 +499,7 @@ func (a *Auth) reload() {
 		return // gone or unreadable for now: keep what we have
 	}
 	a.mu.Lock()
-	same := stampOf(fi) == a.stamp
+	same := stampOf(fi) == a.file.stamp
 	a.mu.Unlock()
 	if same {
 		return
@@ -487,13 +508,13 @@ func (a *Auth) reload() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if err != nil {
-		if st := stampOf(fi); st != a.badFile {
-			a.badFile = st
+		if st := stampOf(fi); st != a.file.badFile {
+			a.file.badFile = st
 			a.log.Warn("codex: auth file changed but holds no usable login; keeping the current one", "error", err)
 		}
 		return
 	}
-	a.stamp = stamp
+	a.file.stamp = stamp
 	if !t.same(a.tok) && !a.lin.isSpent(t.RefreshToken) {
 		a.st.Reloads++
 		a.adoptLocked(t, "file")
@@ -512,7 +533,7 @@ func or(s, def string) string {
 // busy puts the next attempt off briefly: another holder of the login is refreshing it.
 func (a *Auth) busy() {
 	a.mu.Lock()
-	a.retryAt = time.Now().Add(busyRetry)
+	a.sched.retryAt = time.Now().Add(busyRetry)
 	a.mu.Unlock()
 }
 
@@ -521,9 +542,9 @@ func (a *Auth) busy() {
 func (a *Auth) failed(cur tokens, uncertain bool, msg string) {
 	a.mu.Lock()
 	a.st.RefreshFailures++
-	a.backoff = min(max(2*a.backoff, minBackoff), maxBackoff)
-	a.retryAt = time.Now().Add(a.backoff)
-	wait := a.backoff
+	a.sched.backoff = min(max(2*a.sched.backoff, minBackoff), maxBackoff)
+	a.sched.retryAt = time.Now().Add(a.sched.backoff)
+	wait := a.sched.backoff
 	a.mu.Unlock()
 	if uncertain {
 		a.log.Warn("codex: token refresh failed; the token endpoint may have rotated the token, so the file and the pool are re-read before the next try",
@@ -540,9 +561,9 @@ func (a *Auth) attemptEnded(before string, tried bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if tried && a.tok.bearer() == before {
-		a.doneFor = before
+		a.sched.doneFor = before
 	}
-	if !tried && a.kickedFor == before && a.tok.bearer() == before && a.down == nil && a.tok.RefreshToken != "" {
+	if !tried && a.sched.kickedFor == before && a.tok.bearer() == before && a.outage.down == nil && a.tok.RefreshToken != "" {
 		return // nothing changed and nothing was tried: the waiters keep waiting for the refresh
 	}
 	a.broadcastLocked()
@@ -570,7 +591,7 @@ func (a *Auth) writeFile(t tokens) {
 	if fi, err := statFile(a.cfg.File); err == nil {
 		a.mu.Lock()
 		if a.tok.same(t) { // else the next poll reads it back: the same tokens, once adopted
-			a.stamp = stampOf(fi) // our own write is no news for the poll
+			a.file.stamp = stampOf(fi) // our own write is no news for the poll
 		}
 		a.mu.Unlock()
 	}

@@ -1,4 +1,4 @@
-package codex
+package login
 
 import (
 	"bytes"
@@ -10,6 +10,8 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/codexpool/codexpool/internal/origintext"
 )
 
 // Defaults of AuthConfig.
@@ -50,7 +52,7 @@ type refreshAnswer struct {
 
 // postRefresh sends refreshToken to the token endpoint and returns its answer. Errors are
 // *refreshError, or ctx.Err() when ctx ended first (which is uncertain, too).
-func postRefresh(ctx context.Context, hc *http.Client, url, clientID, refreshToken string, red redactor) (refreshAnswer, error) {
+func postRefresh(ctx context.Context, hc *http.Client, url, clientID, refreshToken string, red origintext.Redactor) (refreshAnswer, error) {
 	body, _ := json.Marshal(map[string]string{
 		"client_id": clientID, "grant_type": "refresh_token", "refresh_token": refreshToken,
 	})
@@ -60,14 +62,14 @@ func postRefresh(ctx context.Context, hc *http.Client, url, clientID, refreshTok
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
-	req.Header.Set("User-Agent", Originator)
+	req.Header.Set("User-Agent", userAgent)
 	resp, err := hc.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
 			return refreshAnswer{}, ctx.Err()
 		}
 		// Whether the request reached the endpoint is unknown unless no connection was made.
-		return refreshAnswer{}, &refreshError{uncertain: !isDialError(err), msg: red.clean(err.Error())}
+		return refreshAnswer{}, &refreshError{uncertain: !isDialError(err), msg: red.Clean(err.Error())}
 	}
 	defer resp.Body.Close()
 	data, rerr := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
@@ -82,7 +84,7 @@ func postRefresh(ctx context.Context, hc *http.Client, url, clientID, refreshTok
 		return a, nil
 	}
 	code, msg := refreshErrorBody(data)
-	e := &refreshError{code: red.clean(code)}
+	e := &refreshError{code: red.Clean(code)}
 	switch {
 	case code == codeRefreshReused || code == codeRefreshExpired || code == codeRefreshInvalidated:
 		e.permanent = true
@@ -91,7 +93,7 @@ func postRefresh(ctx context.Context, hc *http.Client, url, clientID, refreshTok
 	case resp.StatusCode == http.StatusBadRequest && code == codeInvalidGrant:
 		e.permanent = true
 	}
-	text := red.clean(msg)
+	text := red.Clean(msg)
 	if e.code != "" {
 		text = e.code + ": " + text
 	}
@@ -106,25 +108,25 @@ func refreshErrorBody(data []byte) (code, msg string) {
 	if json.Unmarshal(data, &obj) != nil {
 		return "", string(data)
 	}
-	d := detail(obj["error"])
-	code, msg = str(d.Code), str(d.Message)
+	d := origintext.Detail(obj["error"])
+	code, msg = origintext.Str(d.Code), origintext.Str(d.Message)
 	if code == "" {
-		code = str(d.Type)
+		code = origintext.Str(d.Type)
 	}
 	if code == "" {
-		code = str(obj["error"]) // the OAuth shape: error is the code
-		if code == str(d.Message) {
+		code = origintext.Str(obj["error"]) // the OAuth shape: error is the code
+		if code == origintext.Str(d.Message) {
 			msg = ""
 		}
 	}
 	if code == "" {
-		code = str(obj["code"])
+		code = origintext.Str(obj["code"])
 	}
 	if msg == "" {
-		msg = str(obj["error_description"])
+		msg = origintext.Str(obj["error_description"])
 	}
 	if msg == "" {
-		msg = str(obj["message"])
+		msg = origintext.Str(obj["message"])
 	}
 	return code, msg
 }
@@ -134,3 +136,6 @@ func isDialError(err error) bool {
 	var oe *net.OpError
 	return errors.As(err, &oe) && oe.Op == "dial"
 }
+
+// userAgent is sent with refresh requests: the same name as codex.Originator.
+const userAgent = "codexpool"

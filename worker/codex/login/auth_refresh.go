@@ -1,10 +1,12 @@
-package codex
+package login
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/codexpool/codexpool/internal/origintext"
 )
 
 // refresh runs one refresh attempt, unless it turns out not to be needed (a re-read found newer
@@ -48,9 +50,9 @@ func (a *Auth) due(unauthorized bool) (tokens, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	cur := a.tok
-	skip := a.down != nil || cur.RefreshToken == "" ||
-		(unauthorized && a.kickedFor != cur.bearer()) || // a re-read cured the 401
-		(unauthorized && a.doneFor == cur.bearer()) || // the scheduled pass already tried it
+	skip := a.outage.down != nil || cur.RefreshToken == "" ||
+		(unauthorized && a.sched.kickedFor != cur.bearer()) || // a re-read cured the 401
+		(unauthorized && a.sched.doneFor == cur.bearer()) || // the scheduled pass already tried it
 		(!unauthorized && time.Now().Before(a.nextRefreshLocked()))
 	return cur, !skip
 }
@@ -98,7 +100,7 @@ func (a *Auth) takeTurn(cur tokens, unauthorized bool) (turn, bool) {
 
 // send makes the refresh request for cur and acts on its answer.
 func (a *Auth) send(cur tokens, tr turn, unauthorized bool) {
-	red := newRedactor(append(cur.secrets(), a.cfg.RefreshURL)...)
+	red := origintext.NewRedactor(append(cur.secrets(), a.cfg.RefreshURL)...)
 	// From here on Close waits: once sent, the request may spend the refresh token.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(a.ctx), a.cfg.RefreshTimeout)
 	start := time.Now()
@@ -173,6 +175,6 @@ func (a *Auth) waitForStore() bool {
 	if exp.IsZero() || time.Until(exp) <= lead/2 {
 		return false
 	}
-	a.retryAt = time.Now().Add(min(lead/8, storeRetry))
+	a.sched.retryAt = time.Now().Add(min(lead/8, storeRetry))
 	return true
 }

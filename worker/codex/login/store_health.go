@@ -1,4 +1,4 @@
-package codex
+package login
 
 import "time"
 
@@ -21,7 +21,7 @@ func (a *Auth) storeFailed(err error) {
 		return // Close cut the call short: not the store's fault
 	}
 	a.mu.Lock()
-	h := &a.health
+	h := &a.share.health
 	first := !h.down
 	h.down, h.failedAt = true, time.Now()
 	if first {
@@ -38,7 +38,7 @@ func (a *Auth) storeFailed(err error) {
 // storeUp records a store call that succeeded; the first after an outage is logged.
 func (a *Auth) storeUp() {
 	a.mu.Lock()
-	h := &a.health
+	h := &a.share.health
 	was, since := h.down, h.since
 	h.down = false
 	a.mu.Unlock()
@@ -52,5 +52,5 @@ func (a *Auth) storeUp() {
 func (a *Auth) skipStore() bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.health.down && time.Since(a.health.failedAt) < storeRetry
+	return a.share.health.down && time.Since(a.share.health.failedAt) < storeRetry
 }

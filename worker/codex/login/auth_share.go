@@ -1,4 +1,4 @@
-package codex
+package login
 
 import (
 	"context"
@@ -62,9 +62,9 @@ func (a *Auth) decode(value []byte, rev uint64) (sharedLogin, bool) {
 		return sl, true
 	}
 	a.mu.Lock()
-	logIt := a.badRev != rev
+	logIt := a.share.badRev != rev
 	if logIt {
-		a.badRev = rev
+		a.share.badRev = rev
 		a.st.Ignored++
 	}
 	a.mu.Unlock()
@@ -132,7 +132,7 @@ func (a *Auth) claim(cur tokens) (claimResult, uint64, uint64) {
 		// Compare with cur, not just with what learn saw: the watch may have adopted newer
 		// tokens meanwhile, and cur's refresh token may be spent already.
 		a.mu.Lock()
-		moved := !a.tok.same(cur) || a.down != nil
+		moved := !a.tok.same(cur) || a.outage.down != nil
 		seq := a.seqForLocked(sl, ok, cur)
 		a.mu.Unlock()
 		if moved {
@@ -172,10 +172,10 @@ func (a *Auth) seqForLocked(sl sharedLogin, ok bool, t tokens) uint64 {
 // than claimTTL ago by this Auth's clock.
 func (a *Auth) liveClaim(rev uint64, by string) bool {
 	a.mu.Lock()
-	if a.claimRev != rev {
-		a.claimRev, a.claimSeen = rev, time.Now()
+	if a.share.claimRev != rev {
+		a.share.claimRev, a.share.claimSeen = rev, time.Now()
 	}
-	live := time.Since(a.claimSeen) < claimTTL
+	live := time.Since(a.share.claimSeen) < claimTTL
 	a.mu.Unlock()
 	if !live {
 		a.log.Warn("codex: taking over a refresh claim that has not changed for a while", "holder", by, "for", claimTTL)
@@ -266,10 +266,10 @@ func (a *Auth) publish(t tokens, seq, rev uint64, refused string, force bool) {
 // it offers again when the tokens changed while it ran, so the newest always gets there. a.mu is
 // held.
 func (a *Auth) offerLocked() {
-	if a.key == "" || a.offering || a.ctx.Err() != nil {
+	if a.key == "" || a.share.offering || a.ctx.Err() != nil {
 		return
 	}
-	a.offering = true
+	a.share.offering = true
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
@@ -284,7 +284,7 @@ func (a *Auth) offerLocked() {
 				break
 			}
 		}
-		a.offering = false
+		a.share.offering = false
 	}()
 }
 
