@@ -1,7 +1,6 @@
 package codex
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"testing"
@@ -20,20 +19,10 @@ func TestMain(m *testing.M) {
 
 const testToken = "sk-test-SECRET-token-1234567890"
 
-// newSim starts a simulator. At cleanup (after the client's cleanup, registered later) it waits
-// for every socket to be closed and checks that none was left open.
+// newSim starts a simulator, closed at cleanup once every socket is closed (testutil.NewSim).
 func newSim(t testing.TB, opts codextest.Options) *codextest.Server {
 	t.Helper()
-	srv := codextest.NewServer(opts)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := srv.WaitIdle(ctx); err != nil {
-			t.Errorf("simulator still has %d open sockets after the test", srv.Stats().OpenSockets)
-		}
-		srv.Close()
-	})
-	return srv
+	return testutil.NewSim(t, opts)
 }
 
 // newClient returns a Client for srv, closed at cleanup (before the simulator is checked).

@@ -21,19 +21,10 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// newSim starts a simulator, closed at cleanup once every socket is closed.
+// newSim starts a simulator, closed at cleanup once every socket is closed (testutil.NewSim).
 func newSim(t testing.TB, opts codextest.Options) *codextest.Server {
 	t.Helper()
-	srv := codextest.NewServer(opts)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := srv.WaitIdle(ctx); err != nil {
-			t.Errorf("simulator still has %d open sockets after the test", srv.Stats().OpenSockets)
-		}
-		srv.Close()
-	})
-	return srv
+	return testutil.NewSim(t, opts)
 }
 
 // testClient uses a TokenSource as codex.Client does with NoReuse (this package cannot import
