@@ -45,6 +45,24 @@ func load(t *testing.T, d time.Duration, clients ...*testClient) (ok, failed int
 	return nOK.Load(), nFail.Load(), first
 }
 
+// loadOverLifetimes runs the clients for three token lifetimes and fails when a generation failed,
+// a refresh token was reused, fewer than two refreshes succeeded, or there was more than one
+// refresh call per lifetime.
+func loadOverLifetimes(t *testing.T, srv *codextest.Server, life time.Duration, clients ...*testClient) {
+	t.Helper()
+	start := time.Now()
+	_, failed, first := load(t, 3*life, clients...)
+	if failed != 0 {
+		t.Fatalf("%d generations failed, first: %v", failed, first)
+	}
+	st := srv.Stats()
+	expiries := int64(time.Since(start)/life) + 1
+	if st.RefreshReused != 0 || st.RefreshCalls > expiries || st.RefreshOK < 2 {
+		t.Errorf("%d refresh calls (%d reused) in %d token lifetimes; want at most one per lifetime and none reused",
+			st.RefreshCalls, st.RefreshReused, expiries)
+	}
+}
+
 // TestAuthRefreshKeepsTheLoginAlive: with short-lived tokens, generations keep succeeding past
 // several expiries; the Auth refreshes before each expiry (not after a 401), writes the rotated
 // tokens to the file keeping its mode and unknown fields, and never logs a token.
@@ -94,17 +112,7 @@ func TestAuthOneRefresherPerFile(t *testing.T) {
 		a := openAuth(t, srv, path, AuthConfig{})
 		clients = append(clients, newClient(srv, a))
 	}
-	start := time.Now()
-	_, failed, first := load(t, 3*life, clients...)
-	if failed != 0 {
-		t.Fatalf("%d generations failed, first: %v", failed, first)
-	}
-	st := srv.Stats()
-	expiries := int64(time.Since(start)/life) + 1
-	if st.RefreshReused != 0 || st.RefreshCalls > expiries || st.RefreshOK < 2 {
-		t.Errorf("%d refresh calls (%d reused) in %d token lifetimes; want at most one per lifetime and none reused",
-			st.RefreshCalls, st.RefreshReused, expiries)
-	}
+	loadOverLifetimes(t, srv, life, clients...)
 }
 
 // TestAuthCopiesShareThroughTheCoordinator: two copies of one login (two machines) with a shared
@@ -128,17 +136,7 @@ func TestAuthCopiesShareThroughTheCoordinator(t *testing.T) {
 	a2 := openAuth(t, srv, p2, AuthConfig{Coordinator: store, ShareKey: key, WorkerID: "two", Logger: log.With("w", 2)})
 	c1 := newClient(srv, a1)
 	c2 := newClient(srv, a2)
-	start := time.Now()
-	_, failed, first := load(t, 3*life, c1, c2)
-	if failed != 0 {
-		t.Fatalf("%d generations failed, first: %v", failed, first)
-	}
-	st := srv.Stats()
-	expiries := int64(time.Since(start)/life) + 1
-	if st.RefreshReused != 0 || st.RefreshCalls > expiries || st.RefreshOK < 2 {
-		t.Errorf("%d refresh calls (%d reused) in %d token lifetimes; want at most one per lifetime and none reused",
-			st.RefreshCalls, st.RefreshReused, expiries)
-	}
+	loadOverLifetimes(t, srv, life, c1, c2)
 	waitFor(t, "both copies to hold the same tokens", func() bool {
 		c1, _ := a1.Credentials()
 		c2, _ := a2.Credentials()
