@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/codexpool/codexpool/queue/client"
+	"github.com/codexpool/codexpool/schemas"
 )
 
 // The pool's quota, for clients that show their account's usage (the Codex CLI's status line):
@@ -192,15 +193,10 @@ func (p *QuotaPoller) Poll(ctx context.Context) {
 	if err != nil && len(stats) == 0 {
 		return
 	}
-	accts := map[string][]statsWindow{}
+	accts := map[string][]schemas.WindowUsage{}
 	for _, s := range stats {
 		for _, ep := range s.Endpoints {
-			var d struct {
-				Accounts []struct {
-					Name    string        `json:"name"`
-					Windows []statsWindow `json:"windows"`
-				} `json:"accounts"`
-			}
+			var d schemas.WorkerStats
 			if json.Unmarshal(ep.Data, &d) != nil {
 				continue
 			}
@@ -215,30 +211,21 @@ func (p *QuotaPoller) Poll(ctx context.Context) {
 	p.mu.Unlock()
 }
 
-// statsWindow is a usage window of an account in a worker's stats (worker.WindowUsage).
-type statsWindow struct {
-	Limit       string    `json:"limit"`
-	Minutes     int       `json:"window_minutes"`
-	UsedPercent float64   `json:"used_percent"`
-	ResetAt     time.Time `json:"reset_at"`
-	// Projected adds what the worker completed since the origin's last report (which comes
-	// before a response, so it lags by one): the pool shows it when higher.
-	Projected float64 `json:"projected_percent"`
-}
-
-// used is the window's best estimate of the used percent.
-func (w statsWindow) used() float64 { return min(max(w.UsedPercent, w.Projected), 100) }
+// used is a window's best estimate of the used percent: the projection adds what the worker
+// completed since the origin's last report (which comes before a response, so it lags by one),
+// shown when higher.
+func used(w schemas.WindowUsage) float64 { return min(max(w.UsedPercent, w.Projected), 100) }
 
 // freshest merges what two workers report of one account: per window, the higher use (the
 // worker that saw the later report, as use only grows until the reset).
-func freshest(a, b []statsWindow) []statsWindow {
-	out := append([]statsWindow(nil), a...)
+func freshest(a, b []schemas.WindowUsage) []schemas.WindowUsage {
+	out := append([]schemas.WindowUsage(nil), a...)
 	for _, w := range b {
 		found := false
 		for i := range out {
 			if out[i].Limit == w.Limit && out[i].Minutes == w.Minutes {
 				found = true
-				if w.used() > out[i].used() {
+				if used(w) > used(out[i]) {
 					out[i] = w
 				}
 			}
@@ -252,7 +239,7 @@ func freshest(a, b []statsWindow) []statsWindow {
 
 // poolQuota sums the accounts' codex-family windows into the pool's: an account that reports
 // no window of a length counts as unused in it.
-func poolQuota(accts map[string][]statsWindow) Quota {
+func poolQuota(accts map[string][]schemas.WindowUsage) Quota {
 	q := Quota{Accounts: len(accts)}
 	for _, class := range []struct {
 		minutes int
@@ -267,7 +254,7 @@ func poolQuota(accts map[string][]statsWindow) Quota {
 					continue
 				}
 				seen = true
-				sum += w.used()
+				sum += used(w)
 				if !w.ResetAt.IsZero() && (reset.IsZero() || w.ResetAt.Before(reset)) {
 					reset = w.ResetAt
 				}

@@ -69,12 +69,7 @@ func newMeteredPool(t testing.TB, windows bool) *meteredPool {
 		t.Fatal(err)
 	}
 	t.Cleanup(wnc.Close)
-	svc, err := queue.NewService(wnc, queue.Config{WorkerID: "w1", StatsData: func(st queue.Stats) any {
-		return struct {
-			queue.Stats
-			worker.StatsData
-		}{st, w.StatsData()}
-	}}, w)
+	svc, err := queue.NewService(wnc, queue.Config{WorkerID: "w1", WorkerStats: w.StatsData}, w)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,9 +7,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/codexpool/codexpool/gate"
-	"github.com/codexpool/codexpool/queue"
+	"github.com/codexpool/codexpool/schemas"
 	"github.com/codexpool/codexpool/worker"
-	"github.com/codexpool/codexpool/worker/codex"
 )
 
 // snapshots is the collector that turns the pool's snapshots into series at scrape time: one
@@ -95,7 +94,7 @@ func b(v bool) float64 {
 	return 0
 }
 
-// serviceSeries are read from queue.Stats.
+// serviceSeries are read from schemas.ServiceStats.
 type serviceSeries struct {
 	requests, received, forwarded, busy, noReply *prometheus.Desc
 	refused                                      *prometheus.Desc
@@ -124,7 +123,7 @@ func (s serviceSeries) descs() []*prometheus.Desc {
 		s.maxInflight, s.draining, s.jobs, s.jobsRunning}
 }
 
-func (s serviceSeries) collect(e emit, st queue.Stats) {
+func (s serviceSeries) collect(e emit, st schemas.ServiceStats) {
 	e.counter(s.requests, float64(st.Completed), "ok")
 	for code, n := range st.Errors {
 		e.counter(s.requests, float64(n), string(code))
@@ -215,7 +214,7 @@ func (s upstreamSeries) descs() []*prometheus.Desc {
 		s.discarded, s.transport, s.httpResponses, s.unauthorized, s.refreshes, s.outOfService}
 }
 
-func (s upstreamSeries) collect(e emit, u codex.Stats) {
+func (s upstreamSeries) collect(e emit, u schemas.UpstreamStats) {
 	e.counter(s.dials, float64(u.Dials))
 	e.counter(s.upgrades, float64(u.Upgrades), "ok")
 	e.counter(s.upgrades, float64(u.Forbidden), "forbidden")

@@ -24,9 +24,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/codexpool/codexpool/gate"
-	"github.com/codexpool/codexpool/queue"
+	"github.com/codexpool/codexpool/schemas"
 	"github.com/codexpool/codexpool/worker"
-	"github.com/codexpool/codexpool/worker/codex"
 )
 
 // Namespace prefixes every series.
@@ -34,8 +33,8 @@ const Namespace = "codexpool"
 
 // Sources are the snapshots read at every scrape. A nil field leaves its series out.
 type Sources struct {
-	Service  func() queue.Stats
-	Upstream func() codex.Stats
+	Service  func() schemas.ServiceStats
+	Upstream func() schemas.UpstreamStats
 	Gate     func() gate.Snapshot
 	// Accounts are the worker's accounts (worker.Worker.AccountStats), exported with an account
 	// label.

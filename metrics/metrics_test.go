@@ -81,12 +81,7 @@ func newPoolFor(t *testing.T, sim *codextest.Server, cfg worker.Config) *pool {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	svc, err := queue.NewService(nc, queue.Config{WorkerID: cfg.ID, StatsData: func(st queue.Stats) any {
-		return struct {
-			queue.Stats
-			worker.StatsData
-		}{st, w.StatsData()}
-	}}, w)
+	svc, err := queue.NewService(nc, queue.Config{WorkerID: cfg.ID, WorkerStats: w.StatsData}, w)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,11 +16,8 @@ func TestMicroDiscovery(t *testing.T) {
 	s := newService(t, ns, Config{
 		WorkerID: "w-disc",
 		Version:  "1.2.3",
-		StatsData: func(st Stats) any {
-			return struct {
-				Stats
-				Gate map[string]any `json:"gate"`
-			}{st, map[string]any{"spacing_ms": 7}}
+		WorkerStats: func() schemas.WorkerStats {
+			return schemas.WorkerStats{Gate: schemas.GateStats{SpacingMS: 7}}
 		},
 	}, instant)
 	nc := connect(t, ns)
@@ -60,21 +57,16 @@ func TestMicroDiscovery(t *testing.T) {
 	if es.NumRequests != 3 || es.NumErrors != 1 {
 		t.Errorf("micro num_requests=%d num_errors=%d, want 3 and 1 (refusals are synchronous)", es.NumRequests, es.NumErrors)
 	}
-	var data struct {
-		Stats
-		Gate struct {
-			SpacingMS int `json:"spacing_ms"`
-		} `json:"gate"`
-	}
+	var data schemas.Stats
 	decode(t, es.Data, &data)
 	if data.Worker != "w-disc" || data.Requests != 3 || data.Completed != 2 || data.Started != 2 || data.Inflight != 0 {
-		t.Errorf("STATS data = %+v, want worker w-disc, 3 requests, 2 started and completed, 0 in flight", data.Stats)
+		t.Errorf("STATS data = %+v, want worker w-disc, 3 requests, 2 started and completed, 0 in flight", data.ServiceStats)
 	}
 	if data.Errors[schemas.CodeInvalidRequest] != 1 {
 		t.Errorf("STATS data errors = %v, want invalid_request 1", data.Errors)
 	}
 	if data.Gate.SpacingMS != 7 {
-		t.Errorf("STATS data gate.spacing_ms = %d, want 7 (merged from StatsData)", data.Gate.SpacingMS)
+		t.Errorf("STATS data gate.spacing_ms = %d, want 7 (merged from WorkerStats)", data.Gate.SpacingMS)
 	}
 	if data.LatencySum <= 0 || data.LatencyAvg <= 0 {
 		t.Errorf("latency sum/avg = %v/%v, want positive", data.LatencySum, data.LatencyAvg)

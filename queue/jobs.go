@@ -26,21 +26,6 @@ const (
 	jobMaxRetryDelay = time.Hour
 )
 
-// JobStats are the job counters, published in the endpoint's stats data and as metrics.
-type JobStats struct {
-	Pulled      uint64        `json:"pulled"`      // jobs received from the consumer
-	Running     int64         `json:"running"`     // jobs running now (each holds a slot)
-	Acked       uint64        `json:"acked"`       // finished: result written, then acked
-	Skipped     uint64        `json:"skipped"`     // acked without a generation: the result existed
-	Retried     uint64        `json:"retried"`     // handed back with a delay after a retryable error
-	Terminated  uint64        `json:"terminated"`  // ended without a result: an invalid job id, or a result that could not be stored
-	Redelivered uint64        `json:"redelivered"` // received with a delivery count above 1
-	Released    uint64        `json:"released"`    // handed back at once (shutdown)
-	KVWrites    uint64        `json:"kv_writes"`
-	KVWriteSum  time.Duration `json:"kv_write_sum_ns"`
-	KVWriteAvg  time.Duration `json:"kv_write_avg_ns"`
-}
-
 // maxPullBatch bounds the jobs one pull asks for when several slots are free.
 const maxPullBatch = 32
 
@@ -288,8 +273,8 @@ func (c *jobCounters) kvWrite(d time.Duration) {
 	c.kvWriteNS.Add(int64(d))
 }
 
-func (c *jobCounters) snapshot() JobStats {
-	st := JobStats{
+func (c *jobCounters) snapshot() schemas.JobStats {
+	st := schemas.JobStats{
 		Pulled: c.pulled.Load(), Running: c.running.Load(), Acked: c.acked.Load(), Skipped: c.skipped.Load(),
 		Retried: c.retried.Load(), Terminated: c.terminated.Load(), Redelivered: c.redelivered.Load(),
 		Released: c.released.Load(), KVWrites: c.kvWrites.Load(), KVWriteSum: time.Duration(c.kvWriteNS.Load()),

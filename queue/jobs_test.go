@@ -464,7 +464,7 @@ func TestJobStatsInMicroData(t *testing.T) {
 		stats, _ := client.Stats(context.Background(), nc, 100*time.Millisecond)
 		for _, st := range stats {
 			var d struct {
-				Jobs JobStats `json:"jobs"`
+				Jobs schemas.JobStats `json:"jobs"`
 			}
 			if len(st.Endpoints) > 0 && json.Unmarshal(st.Endpoints[0].Data, &d) == nil {
 				acked.Store(d.Jobs.Acked)

@@ -101,12 +101,7 @@ func startPool(b *testing.B) (*nats.Conn, string) {
 		b.Fatal(err)
 	}
 	b.Cleanup(wc.Close)
-	svc, err := queue.NewService(wc, queue.Config{WorkerID: w.ID(), StatsData: func(st queue.Stats) any {
-		return struct {
-			queue.Stats
-			worker.StatsData
-		}{st, w.StatsData()}
-	}}, w)
+	svc, err := queue.NewService(wc, queue.Config{WorkerID: w.ID(), WorkerStats: w.StatsData}, w)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -55,11 +55,10 @@ type Config struct {
 	MaxHops         int           // how often a full/draining worker hands a request back to the group; default 2
 	CancelSubject   string        // where clients publish a Codex-Request-Id to stop it; default "codex.cancel"
 	Logger          *slog.Logger  // default: discard
-	// StatsData returns the endpoint data of `$SRV.STATS` for the service's Stats; nil = the Stats
-	// alone. To add fields (the worker's gate, pool, accounts), return a struct that embeds Stats,
-	// e.g. struct{ queue.Stats; worker.StatsData }: encoding/json writes the fields of both as one
-	// object. A name in both would vanish from it, so the added names must not be Stats'.
-	StatsData func(Stats) any
+	// WorkerStats returns the worker's part of the endpoint data of `$SRV.STATS` (schemas.Stats:
+	// the worker's gate, upstream and accounts beside the service's counters); nil = the
+	// service's counters alone.
+	WorkerStats func() schemas.WorkerStats
 	// Jobs, when set (see OpenJobs), makes the service consume durable jobs from JetStream too.
 	Jobs *Jobs
 	// ReplyPrefixes are the subject prefixes a worker publishes replies, stream events and errors

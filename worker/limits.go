@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/codexpool/codexpool/schemas"
 	"github.com/codexpool/codexpool/worker/codex"
 )
 
@@ -214,27 +215,17 @@ func (s *limitState) oneStarting(now time.Time) bool {
 	return s.unknown() || s.available(now).final
 }
 
-// WindowUsage is one usage window of an account as the worker knows it.
-type WindowUsage struct {
-	Limit       string    `json:"limit"`          // limit family, "codex" by default
-	Minutes     int       `json:"window_minutes"` // window length; 0 = not reported
-	UsedPercent float64   `json:"used_percent"`   // as last reported
-	ResetAt     time.Time `json:"reset_at,omitzero"`
-	// Projected adds what this worker completed since the report and runs now.
-	Projected float64 `json:"projected_percent"`
-}
-
 // usage returns the known windows at now, ordered by family and length.
-func (s *limitState) usage(now time.Time) []WindowUsage {
-	var out []WindowUsage
+func (s *limitState) usage(now time.Time) []schemas.WindowUsage {
+	var out []schemas.WindowUsage
 	for k, w := range s.windows {
 		if !w.resetAt.IsZero() && !w.resetAt.After(now) {
 			continue
 		}
-		out = append(out, WindowUsage{Limit: k.limit, Minutes: k.minutes, UsedPercent: w.used, ResetAt: w.resetAt,
+		out = append(out, schemas.WindowUsage{Limit: k.limit, Minutes: k.minutes, UsedPercent: w.used, ResetAt: w.resetAt,
 			Projected: w.used + float64(w.since+s.inflight)*s.steps[k]})
 	}
-	slices.SortFunc(out, func(a, b WindowUsage) int {
+	slices.SortFunc(out, func(a, b schemas.WindowUsage) int {
 		return cmp.Or(cmp.Compare(a.Limit, b.Limit), cmp.Compare(a.Minutes, b.Minutes))
 	})
 	return out

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/codexpool/codexpool/gate"
-	"github.com/codexpool/codexpool/worker/codex"
+	"github.com/codexpool/codexpool/schemas"
 )
 
 // AccountInfo is what other packages may hold of one account: its name, its connect gate and a
@@ -30,33 +30,34 @@ func (w *Worker) Accounts() []AccountInfo {
 	return out
 }
 
-// AccountStats is one account's state and counters, for metrics and the service's stats.
+// AccountStats is one account's state and counters, for metrics and the service's stats (which
+// show it as a schemas.AccountStats).
 type AccountStats struct {
-	Name string `json:"name"`
+	Name string
 	// Windows are the usage windows the origin last reported, by family and length.
-	Windows []WindowUsage `json:"windows,omitempty"`
+	Windows []schemas.WindowUsage
 	// CoolingDown is true until CooldownUntil; Reason says why (never a secret).
-	CoolingDown   bool      `json:"cooling_down"`
-	CooldownUntil time.Time `json:"cooldown_until,omitzero"`
-	Reason        string    `json:"cooldown_reason,omitempty"`
+	CoolingDown   bool
+	CooldownUntil time.Time
+	Reason        string
 	// LastCall is true when the next generation could reach the account's ceiling: it runs one
 	// at a time.
-	LastCall       bool    `json:"last_call"`
-	MaxUsedPercent float64 `json:"max_used_percent"`
-	Inflight       int     `json:"inflight"`
+	LastCall       bool
+	MaxUsedPercent float64
+	Inflight       int
 
-	Requests     int64 `json:"requests"`     // generations started on the account
-	Completed    int64 `json:"completed"`    // of those, completed
-	Limited      int64 `json:"limited"`      // refused for a usage or rate limit (429)
-	Unauthorized int64 `json:"unauthorized"` // refused for its credentials (401)
-	Moved        int64 `json:"moved"`        // refused ones that moved to another account
-	Cooldowns    int64 `json:"cooldowns"`    // cooldowns begun or extended
+	Requests     int64 // generations started on the account
+	Completed    int64 // of those, completed
+	Limited      int64 // refused for a usage or rate limit (429)
+	Unauthorized int64 // refused for its credentials (401)
+	Moved        int64 // refused ones that moved to another account
+	Cooldowns    int64 // cooldowns begun or extended
 	// Answered counts requests answered at once, naming this account, because every account was
 	// cooling down.
-	Answered int64 `json:"answered_cooling"`
+	Answered int64
 
-	Gate     gate.Snapshot `json:"-"`
-	Upstream codex.Stats   `json:"upstream"`
+	Gate     gate.Snapshot
+	Upstream schemas.UpstreamStats
 }
 
 // CooldownLeft returns how long the cooldown lasts after now; 0 when not cooling down.
@@ -92,93 +93,20 @@ func (w *Worker) AccountStats() []AccountStats {
 	return out
 }
 
-// StatsData is the worker's part of the service's stats: the fields next to queue.Stats in the
-// endpoint data of `nats micro stats` (README's "discovery and live stats"). Its JSON field names
-// are part of the contract.
-type StatsData struct {
-	Gate     GateData      `json:"gate"`     // over all accounts (see GateSnapshot)
-	Upstream codex.Stats   `json:"upstream"` // over all accounts (see UpstreamStats)
-	Accounts []AccountData `json:"accounts"` // in configuration order
-}
-
-// AccountData is one account in StatsData: its usage windows, cooldown, counters (see
-// AccountStats), gate and upstream counters.
-type AccountData struct {
-	Name        string        `json:"name"`
-	Windows     []WindowUsage `json:"windows,omitempty"`
-	CoolingDown bool          `json:"cooling_down"`
-	*Cooldown                 // only while cooling down
-
-	LastCall       bool    `json:"last_call"`
-	MaxUsedPercent float64 `json:"max_used_percent"`
-	Inflight       int     `json:"inflight"`
-	Requests       int64   `json:"requests"`
-	Completed      int64   `json:"completed"`
-	Limited        int64   `json:"limited"`
-	Unauthorized   int64   `json:"unauthorized"`
-	Moved          int64   `json:"moved"`
-	Cooldowns      int64   `json:"cooldowns"`
-	Answered       int64   `json:"answered_cooling"`
-
-	Gate     GateData    `json:"gate"`
-	Upstream codex.Stats `json:"upstream"`
-}
-
-// Cooldown is the cooldown of an account in AccountData.
-type Cooldown struct {
-	Until  time.Time `json:"cooldown_until"`
-	LeftMS int64     `json:"cooldown_left_ms"` // after the stats were taken
-	Reason string    `json:"cooldown_reason"`  // never a secret
-}
-
-// GateData is a gate.Snapshot as the stats show it, durations in milliseconds.
-type GateData struct {
-	Mode          gate.Mode   `json:"mode"`
-	SpacingMS     int64       `json:"spacing_ms"`
-	Streak        int         `json:"streak"`
-	Rejections    int64       `json:"rejections"`
-	Starts        int64       `json:"starts"`
-	WaitedMS      int64       `json:"waited_ms"`
-	Successes     int64       `json:"successes"`
-	Failures      int64       `json:"failures"`
-	Window        int         `json:"window"`
-	InFlight      int         `json:"in_flight"`
-	Queued        int         `json:"queued"`
-	Closed        bool        `json:"closed"`
-	Epoch         uint64      `json:"epoch"`
-	Peers         int         `json:"peers"`
-	FleetAccepted float64     `json:"fleet_accepted_per_s"`
-	Signals       GateSignals `json:"signals"`
-}
-
-// GateSignals counts the peers' gate-state messages by fate.
-type GateSignals struct {
-	Applied int64 `json:"applied"`
-	Invalid int64 `json:"invalid"`
-	Stale   int64 `json:"stale"`
-	Flooded int64 `json:"flooded"`
-	Unknown int64 `json:"unknown"`
-	Doubted int64 `json:"doubted"`
-	// PeersDoubted counts peers found out (claims that did not add up), HoldsContradicted the
-	// peers' Retry-After holds that an accepted probe ended (see docs/gate-design.md).
-	PeersDoubted      int64 `json:"peers_doubted"`
-	HoldsContradicted int64 `json:"holds_contradicted"`
-}
-
-// StatsData returns the worker's gate and upstream state for the service's stats: gate and
-// upstream over all accounts, and every account's state.
-func (w *Worker) StatsData() StatsData {
+// StatsData returns the worker's part of the service's stats (schemas.Stats): gate and upstream
+// over all accounts, and every account's state.
+func (w *Worker) StatsData() schemas.WorkerStats {
 	accts := w.AccountStats()
 	now := time.Now()
-	out := StatsData{Gate: gateData(w.GateSnapshot()), Upstream: w.UpstreamStats(), Accounts: make([]AccountData, len(accts))}
+	out := schemas.WorkerStats{Gate: gateData(w.GateSnapshot()), Upstream: w.UpstreamStats(), Accounts: make([]schemas.AccountStats, len(accts))}
 	for i, s := range accts {
 		out.Accounts[i] = accountData(s, now)
 	}
 	return out
 }
 
-func accountData(s AccountStats, now time.Time) AccountData {
-	d := AccountData{
+func accountData(s AccountStats, now time.Time) schemas.AccountStats {
+	d := schemas.AccountStats{
 		Name: s.Name, Windows: s.Windows, CoolingDown: s.CoolingDown, LastCall: s.LastCall,
 		MaxUsedPercent: s.MaxUsedPercent, Inflight: s.Inflight,
 		Requests: s.Requests, Completed: s.Completed, Limited: s.Limited, Unauthorized: s.Unauthorized,
@@ -186,27 +114,27 @@ func accountData(s AccountStats, now time.Time) AccountData {
 		Gate: gateData(s.Gate), Upstream: s.Upstream,
 	}
 	if s.CoolingDown {
-		d.Cooldown = &Cooldown{Until: s.CooldownUntil, LeftMS: s.CooldownLeft(now).Milliseconds(), Reason: s.Reason}
+		d.Cooldown = &schemas.Cooldown{Until: s.CooldownUntil, LeftMS: s.CooldownLeft(now).Milliseconds(), Reason: s.Reason}
 	}
 	return d
 }
 
-func gateData(s gate.Snapshot) GateData {
-	return GateData{
-		Mode: s.Mode, SpacingMS: s.Spacing.Milliseconds(), Streak: s.Streak,
+func gateData(s gate.Snapshot) schemas.GateStats {
+	return schemas.GateStats{
+		Mode: string(s.Mode), SpacingMS: s.Spacing.Milliseconds(), Streak: s.Streak,
 		Rejections: s.Rejections, Starts: s.Starts, WaitedMS: s.Waited.Milliseconds(),
 		Successes: s.Successes, Failures: s.Failures,
 		Window: s.Window, InFlight: s.InFlight, Queued: s.Queued,
 		Closed: s.Closed, Epoch: s.Epoch, Peers: s.Peers, FleetAccepted: s.FleetAccepted,
-		Signals: GateSignals{Applied: s.SignalsApplied, Invalid: s.SignalsInvalid,
+		Signals: schemas.GateSignals{Applied: s.SignalsApplied, Invalid: s.SignalsInvalid,
 			Stale: s.SignalsStale, Flooded: s.SignalsFlooded, Unknown: s.SignalsUnknown,
 			Doubted: s.SignalsDoubted, PeersDoubted: s.PeersDoubted, HoldsContradicted: s.HoldsContradicted},
 	}
 }
 
 // UpstreamStats returns the Codex clients' counters summed over the accounts.
-func (w *Worker) UpstreamStats() codex.Stats {
-	var t codex.Stats
+func (w *Worker) UpstreamStats() schemas.UpstreamStats {
+	var t schemas.UpstreamStats
 	for _, a := range w.router.accounts {
 		s := a.codex.Stats()
 		t.Dials += s.Dials

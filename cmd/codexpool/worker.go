@@ -378,12 +378,7 @@ func (m *workerMain) startWorker(ctx context.Context) (func(), error) {
 func (m *workerMain) startService(ctx context.Context) (func(), error) {
 	qcfg := m.cfg.queue()
 	qcfg.Logger = m.log
-	qcfg.StatsData = func(st queue.Stats) any {
-		return struct {
-			queue.Stats
-			worker.StatsData
-		}{st, m.w.StatsData()}
-	}
+	qcfg.WorkerStats = m.w.StatsData
 	jc, err := jobsFor(ctx, m.cfg, m.nc, m.log)
 	if err != nil {
 		return nil, err

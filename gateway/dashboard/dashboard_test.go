@@ -67,12 +67,7 @@ func fleet(t *testing.T, n int) (*nats.Conn, *client.Client) {
 			t.Fatal(err)
 		}
 		t.Cleanup(wnc.Close)
-		svc, err := queue.NewService(wnc, queue.Config{WorkerID: id, StatsData: func(st queue.Stats) any {
-			return struct {
-				queue.Stats
-				worker.StatsData
-			}{st, w.StatsData()}
-		}}, w)
+		svc, err := queue.NewService(wnc, queue.Config{WorkerID: id, WorkerStats: w.StatsData}, w)
 		if err != nil {
 			t.Fatal(err)
 		}

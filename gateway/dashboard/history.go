@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"github.com/codexpool/codexpool/schemas"
 	"math"
 	"time"
 )
@@ -42,12 +43,12 @@ func newHistory(n int) *history {
 // when the ring is full. The first sample has no interval: its rates are 0. A worker seen for
 // the first time after that counts from zero (it started since); counters that went down
 // (a restarted worker) count from zero too.
-func (h *history) add(now time.Time, ws []workerStats) Point {
+func (h *history) add(now time.Time, ws []schemas.Stats) Point {
 	p := Point{T: now.UnixMilli()}
 	var completed, failed, errs uint64
 	var latency int64
 	for _, s := range ws {
-		cur := seen{at: now, completed: s.Completed, failed: s.Failed, errCount: s.errorCount(), latencyNS: s.LatencySum}
+		cur := seen{at: now, completed: s.Completed, failed: s.Failed, errCount: errorCount(s), latencyNS: int64(s.LatencySum)}
 		p.Inflight += s.Inflight
 		old, ok := h.prev[s.Worker]
 		h.prev[s.Worker] = cur

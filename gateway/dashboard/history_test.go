@@ -1,22 +1,23 @@
 package dashboard
 
 import (
+	"github.com/codexpool/codexpool/schemas"
 	"testing"
 	"time"
 )
 
 func TestHistoryRates(t *testing.T) {
 	t0 := time.Unix(1_800_000_000, 0)
-	w := func(id string, completed, failed uint64, errs uint64, latencyMS int64) workerStats {
-		s := workerStats{Worker: id, Completed: completed, Failed: failed, LatencySum: latencyMS * int64(time.Millisecond), Inflight: 1}
+	w := func(id string, completed, failed uint64, errs uint64, latencyMS int64) schemas.Stats {
+		s := schemas.Stats{ServiceStats: schemas.ServiceStats{Worker: id, Completed: completed, Failed: failed, LatencySum: time.Duration(latencyMS) * time.Millisecond, Inflight: 1}}
 		if errs > 0 {
-			s.Errors = map[string]uint64{"upstream_error": errs}
+			s.Errors = map[schemas.Code]uint64{"upstream_error": errs}
 		}
 		return s
 	}
 	type step struct {
 		at         time.Duration
-		workers    []workerStats
+		workers    []schemas.Stats
 		throughput float64
 		errors     float64
 		latencyMS  float64
@@ -27,28 +28,28 @@ func TestHistoryRates(t *testing.T) {
 		steps []step
 	}{
 		{name: "first sample has no rates", steps: []step{
-			{at: 0, workers: []workerStats{w("a", 100, 5, 5, 10_000)}, inflight: 1},
+			{at: 0, workers: []schemas.Stats{w("a", 100, 5, 5, 10_000)}, inflight: 1},
 		}},
 		{name: "rates over the interval", steps: []step{
-			{at: 0, workers: []workerStats{w("a", 100, 0, 0, 0)}, inflight: 1},
-			{at: 2 * time.Second, workers: []workerStats{w("a", 110, 2, 2, 1200)}, throughput: 5, errors: 1, latencyMS: 100, inflight: 1},
+			{at: 0, workers: []schemas.Stats{w("a", 100, 0, 0, 0)}, inflight: 1},
+			{at: 2 * time.Second, workers: []schemas.Stats{w("a", 110, 2, 2, 1200)}, throughput: 5, errors: 1, latencyMS: 100, inflight: 1},
 		}},
 		{name: "two workers add up", steps: []step{
-			{at: 0, workers: []workerStats{w("a", 0, 0, 0, 0), w("b", 0, 0, 0, 0)}, inflight: 2},
-			{at: time.Second, workers: []workerStats{w("a", 3, 0, 0, 300), w("b", 1, 0, 0, 100)}, throughput: 4, latencyMS: 100, inflight: 2},
+			{at: 0, workers: []schemas.Stats{w("a", 0, 0, 0, 0), w("b", 0, 0, 0, 0)}, inflight: 2},
+			{at: time.Second, workers: []schemas.Stats{w("a", 3, 0, 0, 300), w("b", 1, 0, 0, 100)}, throughput: 4, latencyMS: 100, inflight: 2},
 		}},
 		{name: "a restarted worker counts from zero", steps: []step{
-			{at: 0, workers: []workerStats{w("a", 500, 0, 0, 50_000)}, inflight: 1},
-			{at: time.Second, workers: []workerStats{w("a", 2, 0, 0, 40)}, throughput: 2, latencyMS: 20, inflight: 1},
+			{at: 0, workers: []schemas.Stats{w("a", 500, 0, 0, 50_000)}, inflight: 1},
+			{at: time.Second, workers: []schemas.Stats{w("a", 2, 0, 0, 40)}, throughput: 2, latencyMS: 20, inflight: 1},
 		}},
 		{name: "a worker that joined later counts from zero", steps: []step{
-			{at: 0, workers: []workerStats{w("a", 0, 0, 0, 0)}, inflight: 1},
-			{at: time.Second, workers: []workerStats{w("a", 0, 0, 0, 0), w("b", 3, 0, 0, 30)}, throughput: 3, latencyMS: 10, inflight: 2},
+			{at: 0, workers: []schemas.Stats{w("a", 0, 0, 0, 0)}, inflight: 1},
+			{at: time.Second, workers: []schemas.Stats{w("a", 0, 0, 0, 0), w("b", 3, 0, 0, 30)}, throughput: 3, latencyMS: 10, inflight: 2},
 		}},
 		{name: "a worker missing from one sample is not counted twice", steps: []step{
-			{at: 0, workers: []workerStats{w("a", 10, 0, 0, 0), w("b", 10, 0, 0, 0)}, inflight: 2},
-			{at: time.Second, workers: []workerStats{w("a", 10, 0, 0, 0)}, inflight: 1},
-			{at: 2 * time.Second, workers: []workerStats{w("a", 10, 0, 0, 0), w("b", 12, 0, 0, 20)}, throughput: 2, latencyMS: 10, inflight: 2},
+			{at: 0, workers: []schemas.Stats{w("a", 10, 0, 0, 0), w("b", 10, 0, 0, 0)}, inflight: 2},
+			{at: time.Second, workers: []schemas.Stats{w("a", 10, 0, 0, 0)}, inflight: 1},
+			{at: 2 * time.Second, workers: []schemas.Stats{w("a", 10, 0, 0, 0), w("b", 12, 0, 0, 20)}, throughput: 2, latencyMS: 10, inflight: 2},
 		}},
 	}
 	for _, tt := range tests {

@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"cmp"
+	"github.com/codexpool/codexpool/schemas"
 	"slices"
 	"time"
 )
@@ -103,7 +104,7 @@ type Jobs struct {
 }
 
 // fleetView turns the workers' stats into the page's tables.
-func fleetView(ws []workerStats) (Totals, []Worker, []Account, []Gate) {
+func fleetView(ws []schemas.Stats) (Totals, []Worker, []Account, []Gate) {
 	t := Totals{Workers: len(ws)}
 	workers := make([]Worker, 0, len(ws))
 	var gates []Gate
@@ -134,10 +135,10 @@ func fleetView(ws []workerStats) (Totals, []Worker, []Account, []Gate) {
 	return t, workers, out, gates
 }
 
-func workerRow(s workerStats) Worker {
+func workerRow(s schemas.Stats) Worker {
 	w := Worker{ID: s.Worker, Draining: s.Draining, Inflight: s.Inflight, MaxInflight: s.MaxInflight,
 		Requests: s.Requests, Completed: s.Completed, Failed: s.Failed, Busy: s.Busy,
-		Forwarded: s.Forwarded, Errors: s.errorCount(), Sockets: s.Upstream.Open,
+		Forwarded: s.Forwarded, Errors: errorCount(s), Sockets: s.Upstream.Open,
 		LatencyAvgMS: float64(s.LatencyAvg) / float64(time.Millisecond)}
 	for _, a := range s.Accounts {
 		w.Accounts = append(w.Accounts, a.Name)
@@ -146,7 +147,7 @@ func workerRow(s workerStats) Worker {
 }
 
 // mergeAccount adds one worker's view of an account to accts.
-func mergeAccount(accts map[string]*Account, worker string, a accountStats) {
+func mergeAccount(accts map[string]*Account, worker string, a schemas.AccountStats) {
 	m := accts[a.Name]
 	if m == nil {
 		m = &Account{Name: a.Name}
@@ -159,8 +160,8 @@ func mergeAccount(accts map[string]*Account, worker string, a accountStats) {
 	m.Limited += a.Limited
 	if a.CoolingDown {
 		m.CoolingDown = true
-		if a.CooldownUntil.After(m.CooldownUntil) {
-			m.CooldownUntil, m.CooldownReason = a.CooldownUntil, a.Reason
+		if a.Cooldown != nil && a.Until.After(m.CooldownUntil) {
+			m.CooldownUntil, m.CooldownReason = a.Until, a.Reason
 		}
 	}
 	for _, w := range a.Windows {
@@ -171,7 +172,7 @@ func mergeAccount(accts map[string]*Account, worker string, a accountStats) {
 // mergeWindow keeps, per limit and length, the window with the highest used percentage: the
 // worker that heard from the origin last has the latest figure, and usage only grows within a
 // window.
-func mergeWindow(m *Account, w windowStats) {
+func mergeWindow(m *Account, w schemas.WindowUsage) {
 	class, label := classify(w.Minutes)
 	nw := Window{Class: class, Label: label, Limit: w.Limit, Minutes: w.Minutes, UsedPercent: w.UsedPercent, ResetAt: w.ResetAt}
 	for i, have := range m.Windows {

@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"github.com/codexpool/codexpool/schemas"
 	"testing"
 	"time"
 )
@@ -9,19 +10,19 @@ import (
 // cooldown the later one, its counters summed; each worker keeps its own gate row.
 func TestFleetView(t *testing.T) {
 	reset := time.Unix(1_800_000_000, 0).UTC()
-	ws := []workerStats{
-		{Worker: "w1", Completed: 3, Requests: 4, Inflight: 1, Errors: map[string]uint64{"worker_busy": 1},
-			Accounts: []accountStats{
-				{Name: "alice", Inflight: 1, Requests: 3, Completed: 3, Gate: gateStats{Mode: "adaptive", SpacingMS: 250},
-					Windows: []windowStats{{Limit: "codex", Minutes: 300, UsedPercent: 20, ResetAt: reset}, {Limit: "codex", Minutes: 10080, UsedPercent: 50}}},
-				{Name: "bob", CoolingDown: true, CooldownUntil: reset, Reason: "usage limit"},
-			}},
-		{Worker: "w2", Completed: 5, Requests: 5,
-			Accounts: []accountStats{
-				{Name: "alice", Requests: 5, Completed: 5, Gate: gateStats{Closed: true},
-					Windows: []windowStats{{Limit: "codex", Minutes: 300, UsedPercent: 35, ResetAt: reset.Add(time.Minute)}, {Limit: "codex", Minutes: 10080, UsedPercent: 40}}},
-				{Name: "bob", CoolingDown: true, CooldownUntil: reset.Add(time.Hour), Reason: "rate limit"},
-			}},
+	ws := []schemas.Stats{
+		{ServiceStats: schemas.ServiceStats{Worker: "w1", Completed: 3, Requests: 4, Inflight: 1, Errors: map[schemas.Code]uint64{"worker_busy": 1}},
+			WorkerStats: schemas.WorkerStats{Accounts: []schemas.AccountStats{
+				{Name: "alice", Inflight: 1, Requests: 3, Completed: 3, Gate: schemas.GateStats{Mode: "adaptive", SpacingMS: 250},
+					Windows: []schemas.WindowUsage{{Limit: "codex", Minutes: 300, UsedPercent: 20, ResetAt: reset}, {Limit: "codex", Minutes: 10080, UsedPercent: 50}}},
+				{Name: "bob", CoolingDown: true, Cooldown: &schemas.Cooldown{Until: reset, Reason: "usage limit"}},
+			}}},
+		{ServiceStats: schemas.ServiceStats{Worker: "w2", Completed: 5, Requests: 5},
+			WorkerStats: schemas.WorkerStats{Accounts: []schemas.AccountStats{
+				{Name: "alice", Requests: 5, Completed: 5, Gate: schemas.GateStats{Closed: true},
+					Windows: []schemas.WindowUsage{{Limit: "codex", Minutes: 300, UsedPercent: 35, ResetAt: reset.Add(time.Minute)}, {Limit: "codex", Minutes: 10080, UsedPercent: 40}}},
+				{Name: "bob", CoolingDown: true, Cooldown: &schemas.Cooldown{Until: reset.Add(time.Hour), Reason: "rate limit"}},
+			}}},
 	}
 	tot, workers, accts, gates := fleetView(ws)
 	if tot.Workers != 2 || tot.Completed != 8 || tot.Requests != 9 || tot.Errors != 1 || tot.Inflight != 1 {

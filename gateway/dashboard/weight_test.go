@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"encoding/json"
+	"github.com/codexpool/codexpool/schemas"
 	"io/fs"
 	"testing"
 	"time"
@@ -13,11 +14,11 @@ import (
 func TestPageWeightWithFullHistory(t *testing.T) {
 	h := newHistory(int(DefaultHistory / DefaultResolution))
 	t0 := time.Unix(1_800_000_000, 0)
-	var ws []workerStats
+	var ws []schemas.Stats
 	for i := range 4 {
-		w := workerStats{Worker: "worker-" + string(rune('a'+i)), MaxInflight: 256}
+		w := schemas.Stats{ServiceStats: schemas.ServiceStats{Worker: "worker-" + string(rune('a'+i)), MaxInflight: 256}}
 		for j := range 4 {
-			w.Accounts = append(w.Accounts, accountStats{Name: "account-" + string(rune('a'+j)), Windows: []windowStats{
+			w.Accounts = append(w.Accounts, schemas.AccountStats{Name: "account-" + string(rune('a'+j)), Windows: []schemas.WindowUsage{
 				{Limit: "codex", Minutes: 300, UsedPercent: 41.5, ResetAt: t0}, {Limit: "codex", Minutes: 10080, UsedPercent: 7.25, ResetAt: t0}}})
 		}
 		ws = append(ws, w)
@@ -26,8 +27,8 @@ func TestPageWeightWithFullHistory(t *testing.T) {
 		for k := range ws {
 			ws[k].Completed += uint64(7 + i%5)
 			ws[k].Failed += uint64(i % 2)
-			ws[k].Errors = map[string]uint64{"upstream_error": ws[k].Failed}
-			ws[k].LatencySum += int64(time.Duration(7+i%5) * 1234567 * time.Microsecond / 1000)
+			ws[k].Errors = map[schemas.Code]uint64{"upstream_error": ws[k].Failed}
+			ws[k].LatencySum += time.Duration(7+i%5) * 1234567 * time.Microsecond / 1000
 		}
 		h.add(t0.Add(time.Duration(i)*time.Second), ws)
 	}

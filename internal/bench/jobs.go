@@ -15,7 +15,6 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/codexpool/codexpool/internal/progress"
-	"github.com/codexpool/codexpool/queue"
 	"github.com/codexpool/codexpool/queue/client"
 	"github.com/codexpool/codexpool/schemas"
 	"github.com/codexpool/codexpool/worker/codextest"
@@ -276,14 +275,12 @@ func sampleJobs(ctx context.Context, nc *nats.Conn, stream, subject string, jr *
 }
 
 // workerJobStats returns the job counters of the workers serving subject.
-func workerJobStats(ctx context.Context, nc *nats.Conn, subject string) []queue.JobStats {
+func workerJobStats(ctx context.Context, nc *nats.Conn, subject string) []schemas.JobStats {
 	stats, _ := client.Stats(ctx, nc, 40*time.Millisecond)
-	var out []queue.JobStats
+	var out []schemas.JobStats
 	for _, st := range stats {
 		for _, ep := range st.Endpoints {
-			var d struct {
-				Jobs *queue.JobStats `json:"jobs"`
-			}
+			var d schemas.ServiceStats
 			if ep.Subject == subject && json.Unmarshal(ep.Data, &d) == nil && d.Jobs != nil {
 				out = append(out, *d.Jobs)
 			}

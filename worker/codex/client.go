@@ -65,31 +65,6 @@ type Result struct {
 	HTTP bool
 }
 
-// Stats are a Client's counters, for logs and metrics.
-type Stats struct {
-	Dials       int64 `json:"dials"`       // upgrade attempts
-	Upgrades    int64 `json:"upgrades"`    // successful upgrades
-	Forbidden   int64 `json:"forbidden"`   // upgrades rejected with 403
-	Generations int64 `json:"generations"` // Generate calls
-	Completed   int64 `json:"completed"`   // generations that ended with response.completed
-	Reused      int64 `json:"reused"`      // generations run on a pooled socket
-	Retries     int64 `json:"retries"`     // pooled sockets that failed before the first event and were retried
-	Discarded   int64 `json:"discarded"`   // idle sockets found closed or unhealthy
-	Expired     int64 `json:"expired"`     // idle sockets closed for idle expiry or age
-	Idle        int   `json:"idle"`        // idle pooled sockets now
-	Pinned      int   `json:"pinned"`      // sockets reserved for sessions (Pin) between their turns
-	Open        int64 `json:"open"`        // open sockets now (idle and in use)
-
-	// Transport is what a new generation uses now: "ws", or "http" after a 426 until
-	// Config.WSRetryAfter has passed.
-	Transport     string `json:"transport"`
-	HTTPResponses int64  `json:"http_responses"` // HTTP streaming responses the origin accepted (200)
-	HTTPFallbacks int64  `json:"http_fallbacks"` // 426s that switched (or kept) the client on HTTP
-	Unauthorized  int64  `json:"unauthorized"`   // 401s from the origin, upgrades and HTTP
-	// Credentials are the login's lifecycle counters; nil with a fixed token.
-	Credentials *login.AuthStats `json:"credentials,omitempty"`
-}
-
 // fixedSource is the login.TokenSource of a fixed Config.Token: a 401 is final.
 type fixedSource struct{ c login.Credentials }
 
@@ -128,11 +103,11 @@ func New(cfg Config) (*Client, error) {
 }
 
 // Stats returns the current counters.
-func (c *Client) Stats() Stats {
+func (c *Client) Stats() schemas.UpstreamStats {
 	c.mu.Lock()
 	idle, pinned := len(c.idle), len(c.pinned)
 	c.mu.Unlock()
-	st := Stats{
+	st := schemas.UpstreamStats{
 		Dials: c.dials.Load(), Upgrades: c.upgrades.Load(), Forbidden: c.forbidden.Load(),
 		Generations: c.generations.Load(), Completed: c.completed.Load(), Reused: c.reused.Load(),
 		Retries: c.retries.Load(), Discarded: c.discarded.Load(), Expired: c.expired.Load(),
@@ -143,7 +118,7 @@ func (c *Client) Stats() Stats {
 	if c.onHTTP(time.Now()) {
 		st.Transport = "http"
 	}
-	if s, ok := c.src.(interface{ Stats() login.AuthStats }); ok {
+	if s, ok := c.src.(interface{ Stats() schemas.CredentialStats }); ok {
 		as := s.Stats()
 		st.Credentials = &as
 	}

@@ -89,21 +89,6 @@ type AuthConfig struct {
 	Logger *slog.Logger
 }
 
-// AuthStats are an Auth's counters, for stats and metrics.
-type AuthStats struct {
-	Refreshes       int64     `json:"refreshes"`        // refreshes this worker made that succeeded
-	RefreshFailures int64     `json:"refresh_failures"` // refreshes this worker made that failed
-	Reloads         int64     `json:"reloads"`          // newer tokens read from the auth file
-	FromPool        int64     `json:"from_pool"`        // newer tokens received from another worker
-	OutOfService    bool      `json:"out_of_service"`   // the login was refused for good: log in again
-	Shared          bool      `json:"shared"`           // coordinated with the pool (a Coordinator and a key)
-	Ignored         int64     `json:"shared_ignored"`   // shared values that did not open under the pool key
-	StoreDown       bool      `json:"store_down"`       // the pool's store does not answer: refreshing alone
-	StoreOutages    int64     `json:"store_outages"`    // times the pool's store stopped answering
-	AloneRefreshes  int64     `json:"alone_refreshes"`  // refreshes made without the pool (its store down)
-	ExpiresAt       time.Time `json:"expires_at,omitzero"`
-}
-
 // Auth keeps the credentials of one Codex CLI login (an auth.json) valid for as long as the
 // worker runs. Open it with OpenAuth, hand it to New as Config.Credentials, Close it after the
 // Client. Safe for concurrent use.
@@ -157,7 +142,7 @@ type Auth struct {
 	outage  outage        // the account out of service: a refresh token refused for good
 	sched   refreshSchedule
 	share   shareState // the login shared through the pool's Coordinator
-	st      AuthStats
+	st      schemas.CredentialStats
 }
 
 // fileState is what an Auth knows of its login file.
@@ -366,7 +351,7 @@ func (a *Auth) refusedError(suffix string) *schemas.Error {
 }
 
 // Stats returns the counters.
-func (a *Auth) Stats() AuthStats {
+func (a *Auth) Stats() schemas.CredentialStats {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	st := a.st
