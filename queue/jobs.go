@@ -262,7 +262,7 @@ func (p *readPause) wait(stop <-chan struct{}) bool {
 	}
 }
 
-// jobCounters are the atomically updated JobStats fields.
+// jobCounters are the atomically updated schemas.JobStats fields.
 type jobCounters struct {
 	pulled, acked, skipped, retried, terminated, redelivered, released, kvWrites atomic.Uint64
 	running, kvWriteNS                                                           atomic.Int64

@@ -12,7 +12,7 @@
 //     ms> (all of them without it), which the page polls twice a second.
 //
 // Data comes only from what the fleet already publishes: every worker's micro STATS
-// ($SRV.STATS.codexpool: queue.Stats and worker.StatsData, flattened) and the JetStream info of
+// ($SRV.STATS.codexpool: schemas.Stats) and the JetStream info of
 // the jobs stream and its consumer. The history is a ring in memory (a point a second for 15
 // minutes by default): nothing is stored, so a restarted gateway starts with an empty chart.
 // Nothing the page shows is a secret: the stats carry none, and the gateway's keys are never
