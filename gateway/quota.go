@@ -37,9 +37,13 @@ type Quota struct {
 }
 
 // QuotaSource hands out the latest Quota without blocking (QuotaPoller is one); ok is false
-// while there is none.
+// while there is none. Fresh may block for a short while to return one that is at most a
+// second old and newer than the last Used (the usage routes ask it: a client that just ran a
+// generation expects to see it); the gateway calls Used for every generation it forwards.
 type QuotaSource interface {
 	Quota() (q Quota, ok bool)
+	Fresh(ctx context.Context) (q Quota, ok bool)
+	Used()
 }
 
 // Window lengths by duration, as the origin reports them (clients.md: classify by duration).
@@ -53,6 +57,7 @@ func (g *Gateway) sendQuota(w http.ResponseWriter, r *http.Request, c call) {
 	if g.cfg.Quota == nil || !c.authed || r.Method != http.MethodPost {
 		return
 	}
+	g.cfg.Quota.Used()
 	if q, ok := g.cfg.Quota.Quota(); ok {
 		quotaHeaders(w.Header(), q, time.Now())
 	}
@@ -136,7 +141,7 @@ func (g *Gateway) getQuota(w http.ResponseWriter, r *http.Request) outcome {
 	}
 	var q Quota
 	if g.cfg.Quota != nil {
-		q, _ = g.cfg.Quota.Quota()
+		q, _ = g.cfg.Quota.Fresh(r.Context())
 	}
 	writeJSON(w, http.StatusOK, usageBody(q, time.Now()))
 	return ok(http.StatusOK)
@@ -150,10 +155,17 @@ type QuotaPoller struct {
 	every time.Duration
 	wait  time.Duration
 
-	mu sync.Mutex
-	q  Quota
-	ok bool
+	polling sync.Mutex // held by a Poll: callers of Fresh wait for it instead of asking again
+
+	mu    sync.Mutex
+	q     Quota
+	ok    bool
+	at    time.Time // when q was polled
+	dirty bool      // a generation ran since
 }
+
+// QuotaMaxAge is how old a Quota that Fresh returns may be.
+const QuotaMaxAge = time.Second
 
 // DefaultQuotaEvery is how often a QuotaPoller asks the workers by default.
 const DefaultQuotaEvery = 5 * time.Second
@@ -173,6 +185,32 @@ func (p *QuotaPoller) Quota() (Quota, bool) {
 	return p.q, p.ok
 }
 
+// Used notes that a generation ran: the next Fresh polls.
+func (p *QuotaPoller) Used() {
+	p.mu.Lock()
+	p.dirty = true
+	p.mu.Unlock()
+}
+
+// Fresh returns a Quota at most QuotaMaxAge old and polled after the last Used: when it has
+// none, it polls first (waiting at most half of Every, and 500 ms, for the workers' answers).
+func (p *QuotaPoller) Fresh(ctx context.Context) (Quota, bool) {
+	if p.stale() {
+		p.polling.Lock()
+		if p.stale() { // not polled meanwhile by another caller
+			p.Poll(ctx)
+		}
+		p.polling.Unlock()
+	}
+	return p.Quota()
+}
+
+func (p *QuotaPoller) stale() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.dirty || time.Since(p.at) > QuotaMaxAge
+}
+
 // Run polls until ctx ends, at once and then every Every.
 func (p *QuotaPoller) Run(ctx context.Context) {
 	t := time.NewTicker(p.every)
@@ -189,8 +227,14 @@ func (p *QuotaPoller) Run(ctx context.Context) {
 
 // Poll asks the workers once and keeps what they answered.
 func (p *QuotaPoller) Poll(ctx context.Context) {
+	p.mu.Lock()
+	p.dirty = false // what ran before this poll shows in its answers
+	p.mu.Unlock()
 	stats, err := client.Stats(ctx, p.nc, p.wait)
 	if err != nil && len(stats) == 0 {
+		p.mu.Lock()
+		p.at = time.Now() // keep the last Quota; Fresh asks again after QuotaMaxAge, not at once
+		p.mu.Unlock()
 		return
 	}
 	accts := map[string][]schemas.WindowUsage{}
@@ -207,7 +251,7 @@ func (p *QuotaPoller) Poll(ctx context.Context) {
 	}
 	q := poolQuota(accts)
 	p.mu.Lock()
-	p.q, p.ok = q, true
+	p.q, p.ok, p.at = q, true, time.Now()
 	p.mu.Unlock()
 }
 

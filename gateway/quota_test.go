@@ -119,3 +119,28 @@ func checkHeaders(t *testing.T, h http.Header, want float64) {
 		}
 	}
 }
+
+// TestWhamUsageWindowsAfterOneRequest: the usage route shows the windows an account reported
+// right after the first generation, without waiting for the poller's next round (an hour away
+// here): a generation through the gateway makes the route ask the workers again. It answered
+// null windows until the next round (5 s by default) before.
+func TestWhamUsageWindowsAfterOneRequest(t *testing.T) {
+	p := newMeteredPool(t, true)
+	if resp, b := send(t, p.urls[0], "sk-free", "GET", "/backend-api/wham/usage", ""); resp.StatusCode != 200 || !bytes.Contains(b, []byte(`"primary_window":null`)) {
+		t.Fatalf("before any generation: %d %s, want null windows", resp.StatusCode, b)
+	}
+	if resp, b := send(t, p.urls[0], "sk-free", "POST", "/v1/responses", respBody); resp.StatusCode != 200 {
+		t.Fatalf("generation: %d %s", resp.StatusCode, b)
+	}
+	_, b := send(t, p.urls[0], "sk-free", "GET", "/backend-api/wham/usage", "")
+	var u codexUsage
+	if err := json.Unmarshal(b, &u); err != nil {
+		t.Fatalf("usage body %s: %v", b, err)
+	}
+	// The origin reports a window's use before the response (0 % on the first), so the figure
+	// is 0 here; what was missing was the window itself.
+	if u.RateLimit == nil || u.RateLimit.PrimaryWindow == nil || u.RateLimit.PrimaryWindow.LimitWindowSeconds != 5*3600 ||
+		u.RateLimit.SecondaryWindow == nil || u.RateLimit.SecondaryWindow.LimitWindowSeconds != 7*24*3600 {
+		t.Fatalf("after one generation: %s, want the 5 h and weekly windows with numeric figures", b)
+	}
+}
