@@ -118,7 +118,9 @@ func (c *Client) Stats() schemas.UpstreamStats {
 	if c.onHTTP(time.Now()) {
 		st.Transport = "http"
 	}
-	if s, ok := c.src.(interface{ Stats() schemas.CredentialStats }); ok {
+	if s, ok := c.src.(interface {
+		Stats() schemas.CredentialStats
+	}); ok {
 		as := s.Stats()
 		st.Credentials = &as
 	}
