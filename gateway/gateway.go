@@ -54,6 +54,8 @@ type Config struct {
 	// KeepAlive is the gap after which a silent stream gets an SSE comment (": keep-alive") so
 	// proxies and clients do not time it out; default 15s. A stream whose first event is that
 	// late starts with the comment, so a later error comes as an SSE error event, not a status.
+	// A WebSocket (GET /v1/responses) gets a ping every KeepAlive, and is closed when its client
+	// sent nothing, not even a pong, for 3 of them.
 	KeepAlive time.Duration
 	// WriteTimeout is how long one write of a stream (an event, a keep-alive) may wait for a
 	// client that does not read: past it the client is cut off and its pool request cancelled,

@@ -76,16 +76,24 @@ type wsSession struct {
 	owner owner
 }
 
+// wsSilentPings is how many ping intervals (Config.KeepAlive) a client may leave unanswered:
+// a socket that sent nothing, not even a pong, for that long is closed.
+const wsSilentPings = 3
+
 // serve runs the socket's turns until the client goes and returns how many ran.
 func (s *wsSession) serve(parent context.Context) int {
 	ctx, cancel := context.WithCancel(parent)
 	frames := make(chan []byte, wsFrameQueue)
 	var wg sync.WaitGroup
-	wg.Add(1)
+	wg.Add(2)
 	go func() {
 		defer wg.Done()
 		defer cancel()
 		s.read(ctx, frames)
+	}()
+	go func() {
+		defer wg.Done()
+		s.ping(ctx)
 	}()
 	defer func() {
 		cancel()
@@ -109,9 +117,33 @@ func (s *wsSession) serve(parent context.Context) int {
 	}
 }
 
-// read passes the client's text frames to frames until the socket ends or ctx is done.
-func (s *wsSession) read(ctx context.Context, frames chan<- []byte) {
+// ping sends a ping every Config.KeepAlive until ctx is done, so that proxies keep an idle
+// socket open and a client that went away without a close is found (see read).
+func (s *wsSession) ping(ctx context.Context) {
+	t := time.NewTicker(s.g.cfg.KeepAlive)
+	defer t.Stop()
 	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			// WriteControl may run beside the turn's data writes (gorilla/websocket allows it).
+			if s.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(s.g.cfg.WriteTimeout)) != nil {
+				return
+			}
+		}
+	}
+}
+
+// read passes the client's text frames to frames until the socket ends or ctx is done. Each
+// read and each pong gives the client wsSilentPings ping intervals; after that much silence the
+// read fails and the session ends (a client that went away without a close). The time the
+// reader waits on a full frames queue does not count.
+func (s *wsSession) read(ctx context.Context, frames chan<- []byte) {
+	alive := func() { _ = s.ws.SetReadDeadline(time.Now().Add(wsSilentPings * s.g.cfg.KeepAlive)) }
+	s.ws.SetPongHandler(func(string) error { alive(); return nil })
+	for {
+		alive()
 		typ, data, err := s.ws.ReadMessage()
 		if err != nil {
 			return

@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/codexpool/codexpool/gateway"
 	"github.com/codexpool/codexpool/worker/codextest"
 )
 
@@ -187,5 +189,66 @@ func TestWSClientGoneCancelsTheTurn(t *testing.T) {
 	// The pool request is cancelled: the upstream response is abandoned long before its minute.
 	if err := p.sim.WaitAborts(ctxT(t, waitTimeout), 1); err != nil {
 		t.Fatalf("the upstream response was not abandoned after the client left: %v", err)
+	}
+}
+
+// TestWSPings: the gateway pings an idle socket every KeepAlive, and closes one whose client
+// answers no ping for three intervals (a client gone without a close); a client that answers
+// keeps its socket and its session.
+func TestWSPings(t *testing.T) {
+	p := newPool(t, poolOptions{gw: gateway.Config{KeepAlive: 20 * time.Millisecond}})
+
+	// A client that answers (gorilla's default ping handler sends the pong).
+	ws, _, err := dialWS(t, p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pings := make(chan struct{}, 100)
+	ws.SetPingHandler(func(data string) error {
+		pings <- struct{}{}
+		return ws.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(time.Second))
+	})
+	readErr := make(chan error, 1)
+	go func() {
+		for {
+			if _, _, err := ws.ReadMessage(); err != nil {
+				readErr <- err
+				return
+			}
+		}
+	}()
+	for i := range 10 { // 10 pings: over three intervals, so a pong-less socket would be gone
+		select {
+		case <-pings:
+		case err := <-readErr:
+			t.Fatalf("socket ended after %d pings although the client answered them: %v", i, err)
+		case <-time.After(waitTimeout):
+			t.Fatalf("ping %d did not come", i+1)
+		}
+	}
+
+	// A client that reads but never answers: the gateway closes its socket.
+	mute, _, err := dialWS(t, p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mute.SetPingHandler(func(string) error { return nil })
+	_ = mute.SetReadDeadline(time.Now().Add(waitTimeout))
+	for {
+		_, _, err := mute.ReadMessage()
+		if err == nil {
+			continue
+		}
+		var ne interface{ Timeout() bool }
+		if errors.As(err, &ne) && ne.Timeout() {
+			t.Fatalf("the gateway kept a socket whose client answered no ping for %s", waitTimeout)
+		}
+		break // closed by the gateway
+	}
+	// The answering client's socket is still open.
+	select {
+	case err := <-readErr:
+		t.Fatalf("the answering client's socket ended: %v", err)
+	default:
 	}
 }

@@ -114,7 +114,7 @@ var settingHelp = map[string]string{
 		"pattern=model,... (path.Match patterns, first match wins); unmatched names get the " +
 		"workers' default model",
 	"gateway.max_body_bytes":  "largest request body, 413 above it; 0 = the NATS server's max payload",
-	"gateway.keepalive":       "a stream silent this long gets an SSE keep-alive comment",
+	"gateway.keepalive":       "a stream silent this long gets an SSE keep-alive comment; a WebSocket gets a ping this often, and is closed after 3 unanswered",
 	"gateway.request_timeout": "longest a request may take (the pool request's deadline, sent as Codex-Timeout)",
 	"gateway.write_timeout": "longest one write of a stream may wait for a client that does not read; then it is cut " +
 		"off and its request cancelled",
