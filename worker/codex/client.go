@@ -33,6 +33,7 @@ type Client struct {
 	mu     sync.Mutex
 	idle   []*conn            // idle pooled sockets, least recently used first
 	pinned map[*conn]struct{} // sockets reserved by a Pin between its generations
+	pinged time.Time          // when sweep last pinged the idle and pinned sockets
 	closed bool
 
 	stop chan struct{}  // closed by Close: stops the janitor

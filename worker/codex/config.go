@@ -13,12 +13,14 @@ import (
 
 // Defaults of Config.
 const (
-	DefaultURL         = "https://chatgpt.com/backend-api/codex/responses"
-	DefaultMaxIdle     = 256
-	DefaultMaxAge      = 55 * time.Minute
-	DefaultIdleExpiry  = 4 * time.Minute
-	DefaultIdleTimeout = 5 * time.Minute
-	DefaultVersion     = "dev"
+	DefaultURL        = "https://chatgpt.com/backend-api/codex/responses"
+	DefaultMaxIdle    = 256
+	DefaultMaxAge     = 55 * time.Minute
+	DefaultIdleExpiry = 4 * time.Minute
+	// DefaultPingInterval is how often idle pooled and pinned sockets are pinged.
+	DefaultPingInterval = 30 * time.Second
+	DefaultIdleTimeout  = 5 * time.Minute
+	DefaultVersion      = "dev"
 	// DefaultWSRetryAfter is how long a client that met a 426 speaks HTTP before it tries a
 	// WebSocket again.
 	DefaultWSRetryAfter = 10 * time.Minute
@@ -59,6 +61,10 @@ type Config struct {
 	MaxAge time.Duration
 	// IdleExpiry: an idle pooled socket unused this long is closed. Default DefaultIdleExpiry (4m).
 	IdleExpiry time.Duration
+	// PingInterval: idle pooled sockets and the sockets pinned to sessions between their turns
+	// get a WebSocket ping this often, so that proxies and NATs on the way do not drop them as
+	// silent. Default DefaultPingInterval (30s).
+	PingInterval time.Duration
 	// IdleTimeout is the longest wait for the first event and between events (also bounds the
 	// write of the request). Default DefaultIdleTimeout (5m).
 	IdleTimeout time.Duration
@@ -101,6 +107,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.IdleExpiry <= 0 {
 		cfg.IdleExpiry = DefaultIdleExpiry
+	}
+	if cfg.PingInterval <= 0 {
+		cfg.PingInterval = DefaultPingInterval
 	}
 	if cfg.IdleTimeout <= 0 {
 		cfg.IdleTimeout = DefaultIdleTimeout

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/codexpool/codexpool/internal/testutil"
 	"github.com/codexpool/codexpool/worker/codextest"
 )
 
@@ -128,4 +129,43 @@ func TestCloseClosesPinnedSockets(t *testing.T) {
 		t.Errorf("after Close: %d open, %d pinned; want 0", st.Open, st.Pinned)
 	}
 	p.Release() // after Close: nothing left to do, and no panic
+}
+
+// TestQuietSocketsArePinged: an idle pooled socket and a socket pinned to a session between its
+// turns get a ping every PingInterval (counted by the simulator, which answers each with a
+// pong), and stay usable: the next generation reuses the socket.
+func TestQuietSocketsArePinged(t *testing.T) {
+	ctx := context.Background()
+	waitPings := func(t *testing.T, srv *codextest.Server, n int64) {
+		t.Helper()
+		testutil.WaitFor(t, 5*time.Second, "pings at the simulator", func() bool { return srv.Stats().Pings >= n })
+	}
+	t.Run("pinned", func(t *testing.T) {
+		srv := newSim(t, codextest.Options{Words: 2})
+		c := newClient(t, srv, Config{PingInterval: 10 * time.Millisecond})
+		p := c.Pin()
+		res, err := p.Generate(ctx, createFrame("one", nil), false, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitPings(t, srv, 3)
+		if _, err := p.Generate(ctx, continueFrame(responseID(t, res), "more"), true, nil); err != nil {
+			t.Fatalf("continuation after the pings: %v", err)
+		}
+		if st := srv.Stats(); st.UpgradesAccepted != 1 || st.Continued != 1 {
+			t.Errorf("simulator: %d upgrades, %d continued; want 1 and 1 (the pinned socket kept)", st.UpgradesAccepted, st.Continued)
+		}
+	})
+	t.Run("idle", func(t *testing.T) {
+		srv := newSim(t, codextest.Options{Words: 2})
+		c := newClient(t, srv, Config{PingInterval: 10 * time.Millisecond})
+		if _, err := c.Generate(ctx, createFrame("one", nil), nil); err != nil {
+			t.Fatal(err)
+		}
+		waitPings(t, srv, 3)
+		res, err := c.Generate(ctx, createFrame("two", nil), nil)
+		if err != nil || !res.Reused {
+			t.Fatalf("generation after the pings: %+v, %v; want it on the pooled socket", res, err)
+		}
+	})
 }

@@ -3,6 +3,8 @@ package codex
 import (
 	"slices"
 	"time"
+
+	"github.com/gorilla/websocket"
 )
 
 // lease takes the most recently used healthy idle socket, or returns nil.
@@ -90,9 +92,10 @@ func (c *Client) forget(cn *conn) {
 	}
 }
 
-// sweep closes idle sockets unused for IdleExpiry or older than MaxAge.
+// sweep closes idle sockets unused for IdleExpiry or older than MaxAge, and pings the idle and
+// pinned sockets every PingInterval.
 func (c *Client) sweep(now time.Time) {
-	var stale []*conn
+	var stale, quiet []*conn
 	c.mu.Lock()
 	keep := c.idle[:0]
 	for _, cn := range c.idle {
@@ -104,7 +107,19 @@ func (c *Client) sweep(now time.Time) {
 	}
 	clear(c.idle[len(keep):])
 	c.idle = keep
+	if now.Sub(c.pinged) >= c.cfg.PingInterval {
+		c.pinged = now
+		quiet = append(quiet, c.idle...)
+		for cn := range c.pinned {
+			quiet = append(quiet, cn)
+		}
+	}
 	c.mu.Unlock()
+	for _, cn := range quiet {
+		// WriteControl may run beside a generation's writes; a socket that fails it is found
+		// dead by its reader (and by lease's health check).
+		_ = cn.ws.WriteControl(websocket.PingMessage, nil, now.Add(time.Second))
+	}
 	for _, cn := range stale {
 		if cn.state.CompareAndSwap(stateIdle, stateDead) {
 			c.expired.Add(1)
@@ -116,7 +131,7 @@ func (c *Client) sweep(now time.Time) {
 // janitor sweeps the pool until stop is closed.
 func (c *Client) janitor() {
 	defer c.wg.Done()
-	every := max(min(c.cfg.IdleExpiry, c.cfg.MaxAge)/4, time.Millisecond)
+	every := max(min(c.cfg.IdleExpiry, c.cfg.MaxAge, c.cfg.PingInterval)/4, time.Millisecond)
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {

@@ -33,6 +33,8 @@ type Stats struct {
 	// socket closed or dropped mid-response, or the HTTP request ended mid-stream. Ends the
 	// server causes (faults, CloseClientConnections, MaxConnAge, Close) are not counted.
 	ClientAborts int64 `json:"client_aborts"`
+	// Pings counts the WebSocket pings clients sent (each answered with a pong).
+	Pings int64 `json:"pings"`
 	// LastAbort is when the latest client abort was seen (zero = none since start or ResetStats).
 	LastAbort time.Time `json:"last_abort,omitzero"`
 
@@ -69,7 +71,7 @@ type counters struct {
 	responses, sse, completed, reused, busy, faults              atomic.Int64
 	httpRejected, unauthorized, usageLimited, unsupported        atomic.Int64
 	refreshCalls, refreshOK, refreshReused, refreshInvalidated   atomic.Int64
-	frameBytes, continued, previousNotFound, images              atomic.Int64
+	frameBytes, continued, previousNotFound, images, pings       atomic.Int64
 	tokens                                                       tokenCounters
 }
 
@@ -106,7 +108,7 @@ func (c *counters) reset() {
 		&c.upgrades426, &c.responses, &c.sse, &c.completed, &c.reused, &c.busy, &c.faults,
 		&c.httpRejected, &c.unauthorized, &c.usageLimited, &c.unsupported,
 		&c.refreshCalls, &c.refreshOK, &c.refreshReused, &c.refreshInvalidated,
-		&c.frameBytes, &c.continued, &c.previousNotFound, &c.images} {
+		&c.frameBytes, &c.continued, &c.previousNotFound, &c.images, &c.pings} {
 		v.Store(0)
 	}
 	c.tokens.reset()
@@ -127,6 +129,7 @@ func (s *Server) Stats() Stats {
 		ReusedResponses:    s.c.reused.Load(),
 		BusyRejected:       s.c.busy.Load(),
 		Faults:             s.c.faults.Load(),
+		Pings:              s.c.pings.Load(),
 		OpenSockets:        open,
 		PeakOpenSockets:    peak,
 		HTTPRejected:       s.c.httpRejected.Load(),

@@ -103,6 +103,10 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, acct *account, 
 		return
 	}
 	ws.SetReadLimit(maxFrame)
+	ws.SetPingHandler(func(data string) error {
+		s.c.pings.Add(1)
+		return ws.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(writeTimeout))
+	})
 	nc := ws.NetConn()
 	if !s.conns.register(nc, epoch) {
 		nc.Close()
