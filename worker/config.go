@@ -89,6 +89,9 @@ type Config struct {
 	// SessionIdleTimeout is how long a session (schemas.Request.Session) keeps its reserved
 	// upstream socket without a turn; default DefaultSessionIdleTimeout.
 	SessionIdleTimeout time.Duration
+	// MaxSessions is how many sessions the worker owns at most (see session.go); default
+	// DefaultMaxSessions.
+	MaxSessions int
 }
 
 // Account is one set of Codex credentials of a Worker (Config.Accounts). ParseAccounts and

@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -15,6 +16,10 @@ import (
 // Config.SessionIdleTimeout is zero.
 const DefaultSessionIdleTimeout = 5 * time.Minute
 
+// DefaultMaxSessions is how many sessions a worker owns at most, when Config.MaxSessions is
+// zero: each may hold an upstream socket.
+const DefaultMaxSessions = 1024
+
 // Sessions (the contract's "Sessions"). A request with a session id (schemas.Request.Session)
 // belongs to a session. The worker that serves a turn of it without previous_response_id owns it
 // from then on: the session keeps that turn's account and reserves one of its upstream sockets
@@ -23,6 +28,9 @@ const DefaultSessionIdleTimeout = 5 * time.Minute
 // serve there — it owns no such session, the socket is gone, the account is out — is answered
 // previous_response_not_found at once, on which clients resend the whole conversation. A session
 // idle for Config.SessionIdleTimeout gives its socket back to the pool, and Close ends them all.
+// A worker owns at most Config.MaxSessions: a new session beyond that takes the place of the
+// one idle longest (whose next continuation is previous_response_not_found), and when every
+// session is in a turn it is answered 429 worker_busy.
 
 // session is one session this worker owns.
 type session struct {
@@ -36,6 +44,7 @@ type session struct {
 // sessionTable is the sessions a worker owns, by id, and the janitor that idles them out.
 type sessionTable struct {
 	idle time.Duration
+	max  int
 
 	mu     sync.Mutex
 	m      map[string]*session
@@ -45,11 +54,14 @@ type sessionTable struct {
 	wg   sync.WaitGroup
 }
 
-func newSessionTable(idle time.Duration) *sessionTable {
+func newSessionTable(idle time.Duration, maxSessions int) *sessionTable {
 	if idle <= 0 {
 		idle = DefaultSessionIdleTimeout
 	}
-	t := &sessionTable{idle: idle, m: map[string]*session{}, stop: make(chan struct{})}
+	if maxSessions <= 0 {
+		maxSessions = DefaultMaxSessions
+	}
+	t := &sessionTable{idle: idle, max: maxSessions, m: map[string]*session{}, stop: make(chan struct{})}
 	t.wg.Add(1)
 	go t.janitor()
 	return t
@@ -74,8 +86,19 @@ func (t *sessionTable) enter(ctx context.Context, id string, continuation bool) 
 		t.mu.Unlock()
 		return nil, errNotFound("this worker holds no such session (its owner is gone, or the turn reached another worker)")
 	case s == nil:
+		var evicted *session
+		if len(t.m) >= t.max {
+			if evicted = t.evictLocked(); evicted == nil {
+				t.mu.Unlock()
+				return nil, &schemas.Error{Status: 429, Code: schemas.CodeWorkerBusy, RetryAfter: time.Second,
+					Message: fmt.Sprintf("worker: %d sessions, the most it owns (max_sessions), all in a turn", t.max)}
+			}
+		}
 		s = &session{turn: make(chan struct{}, 1)}
 		t.m[id] = s
+		if evicted != nil {
+			defer evicted.release()
+		}
 	}
 	s.users++
 	t.mu.Unlock()
@@ -86,6 +109,22 @@ func (t *sessionTable) enter(ctx context.Context, id string, continuation bool) 
 		t.leave(s, false)
 		return nil, ctx.Err()
 	}
+}
+
+// evictLocked removes the session idle longest (none in a turn or waiting for one) from the
+// table and returns it for release, or nil when every session is in use. t.mu is held.
+func (t *sessionTable) evictLocked() *session {
+	var oldID string
+	var old *session
+	for id, s := range t.m {
+		if s.users == 0 && (old == nil || s.last.Before(old.last)) {
+			oldID, old = id, s
+		}
+	}
+	if old != nil {
+		delete(t.m, oldID)
+	}
+	return old
 }
 
 // leave ends a turn on s (held is true), or a wait for one that gave up.

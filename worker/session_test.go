@@ -166,3 +166,54 @@ func eventually(t *testing.T, what string, cond func() bool) {
 		time.Sleep(5 * time.Millisecond) // polling a condition with a deadline
 	}
 }
+
+// TestSessionCap: a worker owns at most MaxSessions. A new session beyond that takes the place
+// of the one idle longest, whose continuation is then previous_response_not_found (the client
+// resends the conversation); the others keep their sockets. When every session is in a turn,
+// a new one is answered 429 worker_busy.
+func TestSessionCap(t *testing.T) {
+	t.Run("evicts the idle longest", func(t *testing.T) {
+		sim := newAccountsSim(t, codextest.Options{Words: 2}, simAccount("a"))
+		w := newAccountsWorker(t, sim, worker.Config{MaxSessions: 2}, "a")
+		ctx := testCtx(t)
+		ids := map[string]string{}
+		for _, sid := range []string{"s1", "s2", "s3"} {
+			id, err := sessionTurn(ctx, w, sid, "", "first of "+sid)
+			if err != nil {
+				t.Fatalf("%s: %v", sid, err)
+			}
+			ids[sid] = id
+		}
+		if n, st := w.Sessions(), w.UpstreamStats(); n != 2 || st.Pinned != 2 {
+			t.Errorf("%d sessions, %d pinned sockets; want 2 and 2 (the cap)", n, st.Pinned)
+		}
+		if _, err := sessionTurn(ctx, w, "s1", ids["s1"], "more"); !isCode(err, schemas.CodePreviousResponseNotFound) {
+			t.Errorf("continuing the evicted s1: %v, want previous_response_not_found", err)
+		}
+		for _, sid := range []string{"s2", "s3"} {
+			if _, err := sessionTurn(ctx, w, sid, ids[sid], "more"); err != nil {
+				t.Errorf("continuing %s: %v, want it served on its socket", sid, err)
+			}
+		}
+	})
+	t.Run("busy when every session is in a turn", func(t *testing.T) {
+		sim := newAccountsSim(t, codextest.Options{Words: 2, Latency: time.Minute}, simAccount("a"))
+		w := newAccountsWorker(t, sim, worker.Config{MaxSessions: 1}, "a")
+		ctx, cancel := context.WithCancel(testCtx(t))
+		done := make(chan error, 1)
+		go func() { _, err := sessionTurn(ctx, w, "s1", "", "long"); done <- err }()
+		eventually(t, "s1's turn to reach the origin", func() bool { return sim.Stats().Responses == 1 })
+		_, err := sessionTurn(testCtx(t), w, "s2", "", "second")
+		if e, ok := schemas.AsError(err); !ok || e.Code != schemas.CodeWorkerBusy || e.Status != 429 || e.RetryAfter <= 0 {
+			t.Errorf("a new session while the only one is in a turn: %v, want 429 worker_busy with a retry time", err)
+		}
+		cancel()
+		<-done
+	})
+}
+
+// isCode reports whether err is a contract error with code.
+func isCode(err error, code schemas.Code) bool {
+	e, ok := schemas.AsError(err)
+	return ok && e.Code == code
+}

@@ -135,7 +135,7 @@ func New(cfg Config, opts Options) (*Worker, error) {
 		p, accts = shortcutPolicy, []Account{{Name: DefaultAccountName, Token: cfg.Token, AccountID: cfg.AccountID, AuthFile: cfg.AuthFile}}
 	}
 	w := &Worker{cfg: cfg, id: cfg.ID, log: log, obs: opts.Observer, coord: opts.Coordinator, policy: p,
-		lastSpacing: make([]atomic.Int64, len(accts)), sessions: newSessionTable(cfg.SessionIdleTimeout),
+		lastSpacing: make([]atomic.Int64, len(accts)), sessions: newSessionTable(cfg.SessionIdleTimeout, cfg.MaxSessions),
 		router: &router{cooldown: cfg.Cooldown}, sticky: newSticky(cfg, opts.Bindings), slots: opts.Slots}
 	if w.slots == nil {
 		w.slots = &memSlots{}

@@ -353,6 +353,7 @@ type Codex struct {
 	ConnectTimeout      time.Duration `envconfig:"CONNECT_TIMEOUT" yaml:"connect_timeout"`
 	IdleTimeout         time.Duration `envconfig:"IDLE_TIMEOUT" yaml:"idle_timeout"`
 	SessionIdle         time.Duration `envconfig:"SESSION_IDLE_TIMEOUT" yaml:"session_idle_timeout"`
+	MaxSessions         int           `envconfig:"MAX_SESSIONS" yaml:"max_sessions"`
 }
 
 // Gate is the gate section: how upgrades to the origin are paced.
@@ -397,7 +398,7 @@ func defaultWorkerConfig() workerConfig {
 			CredentialsReplicas: 1, CredentialsBucket: queue.DefaultCredentialsBucket,
 			WSRetryAfter: codex.DefaultWSRetryAfter, Model: worker.DefaultModel, WSReuse: true,
 			ConnectTimeout: gate.DefaultConnectTimeout, IdleTimeout: codex.DefaultIdleTimeout,
-			SessionIdle: worker.DefaultSessionIdleTimeout},
+			SessionIdle: worker.DefaultSessionIdleTimeout, MaxSessions: worker.DefaultMaxSessions},
 		Gate: Gate{GateMode: string(gate.Adaptive), GateScope: "host", ForbiddenBudget: gate.DefaultForbiddenBudget,
 			ForbiddenCooldown: gate.DefaultForbiddenCooldown},
 		Log: defaultLog(),
@@ -492,6 +493,8 @@ func (c workerConfig) validateLimits() error {
 		return bad("IDLE_TIMEOUT", "must be positive, got %s", c.IdleTimeout)
 	case c.SessionIdle <= 0:
 		return bad("SESSION_IDLE_TIMEOUT", "must be positive, got %s", c.SessionIdle)
+	case c.MaxSessions <= 0:
+		return bad("MAX_SESSIONS", "must be positive, got %d", c.MaxSessions)
 	case c.ShutdownGrace < 0:
 		return bad("SHUTDOWN_GRACE", "must be >= 0, got %s", c.ShutdownGrace)
 	case c.AccountCooldown <= 0:
@@ -617,6 +620,7 @@ func (c workerConfig) worker(accts []worker.Account) worker.Config {
 		AccountQueueTimeout: c.AccountQueueTimeout,
 
 		SessionIdleTimeout: c.SessionIdle,
+		MaxSessions:        c.MaxSessions,
 	}
 }
 
