@@ -164,8 +164,8 @@ type QuotaPoller struct {
 	dirty bool      // a generation ran since
 }
 
-// QuotaMaxAge is how old a Quota that Fresh returns may be.
-const QuotaMaxAge = time.Second
+// quotaMaxAge is how old a Quota that Fresh returns may be.
+const quotaMaxAge = time.Second
 
 // DefaultQuotaEvery is how often a QuotaPoller asks the workers by default.
 const DefaultQuotaEvery = 5 * time.Second
@@ -192,7 +192,7 @@ func (p *QuotaPoller) Used() {
 	p.mu.Unlock()
 }
 
-// Fresh returns a Quota at most QuotaMaxAge old and polled after the last Used: when it has
+// Fresh returns a Quota at most quotaMaxAge old and polled after the last Used: when it has
 // none, it polls first (waiting at most half of Every, and 500 ms, for the workers' answers).
 func (p *QuotaPoller) Fresh(ctx context.Context) (Quota, bool) {
 	if p.stale() {
@@ -208,7 +208,7 @@ func (p *QuotaPoller) Fresh(ctx context.Context) (Quota, bool) {
 func (p *QuotaPoller) stale() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.dirty || time.Since(p.at) > QuotaMaxAge
+	return p.dirty || time.Since(p.at) > quotaMaxAge
 }
 
 // Run polls until ctx ends, at once and then every Every.
@@ -233,7 +233,7 @@ func (p *QuotaPoller) Poll(ctx context.Context) {
 	stats, err := client.Stats(ctx, p.nc, p.wait)
 	if err != nil && len(stats) == 0 {
 		p.mu.Lock()
-		p.at = time.Now() // keep the last Quota; Fresh asks again after QuotaMaxAge, not at once
+		p.at = time.Now() // keep the last Quota; Fresh asks again after quotaMaxAge, not at once
 		p.mu.Unlock()
 		return
 	}

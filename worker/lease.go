@@ -56,9 +56,13 @@ func (g *generation) lease(ctx context.Context, a *account) bool {
 // busy is the answer of a generation that waited Config.AccountQueueTimeout for an account to
 // take it (their slots held, or their gates full).
 func (g *generation) busy() error {
-	return &schemas.Error{Status: 429, Code: schemas.CodeWorkerBusy, RetryAfter: time.Second,
-		Message: "worker: every account the request may use is at its max_concurrent; waited " +
-			g.w.cfg.AccountQueueTimeout.String()}
+	return errBusy("worker: every account the request may use is at its max_concurrent; waited " +
+		g.w.cfg.AccountQueueTimeout.String())
+}
+
+// errBusy is a 429 worker_busy answer: this worker is full for now, retry after 1 s.
+func errBusy(msg string) *schemas.Error {
+	return &schemas.Error{Status: 429, Code: schemas.CodeWorkerBusy, RetryAfter: time.Second, Message: msg}
 }
 
 // queuedTooLong reports whether the generation has waited for an account longer than

@@ -90,8 +90,7 @@ func (t *sessionTable) enter(ctx context.Context, id string, continuation bool) 
 		if len(t.m) >= t.max {
 			if evicted = t.evictLocked(); evicted == nil {
 				t.mu.Unlock()
-				return nil, &schemas.Error{Status: 429, Code: schemas.CodeWorkerBusy, RetryAfter: time.Second,
-					Message: fmt.Sprintf("worker: %d sessions, the most it owns (max_sessions), all in a turn", t.max)}
+				return nil, errBusy(fmt.Sprintf("worker: %d sessions, the most it owns (max_sessions), all in a turn", t.max))
 			}
 		}
 		s = &session{turn: make(chan struct{}, 1)}
