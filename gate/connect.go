@@ -4,6 +4,12 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/codexpool/codexpool/internal/tracing"
 )
 
 // Forbidden is implemented by errors that mean "the origin rejected the upgrade with HTTP 403".
@@ -137,11 +143,15 @@ func connectAdaptive[T any](ctx context.Context, g *Gate, p Policy, dial func(ct
 func attempt[T any](ctx context.Context, g *Gate, p Policy, dial func(ctx context.Context) (T, error), res *Result, r request) (T, error) {
 	var zero T
 	start := time.Now()
+	_, span := tracing.Start(ctx, "gate wait", trace.WithAttributes(attribute.Bool("codexpool.gate.retry", r.retry)))
 	permit, err := g.wait(ctx, r)
 	res.Waited += time.Since(start)
 	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+		span.End()
 		return zero, err
 	}
+	span.End()
 	res.Attempts++
 	actx, cancel := context.WithTimeout(ctx, p.ConnectTimeout)
 	v, err := dial(actx)

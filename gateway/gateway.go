@@ -10,8 +10,10 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/codexpool/codexpool/gateway/anthropic"
+	"github.com/codexpool/codexpool/internal/tracing"
 	"github.com/codexpool/codexpool/queue/client"
 	"github.com/codexpool/codexpool/schemas"
 )
@@ -89,6 +91,9 @@ type Config struct {
 	// Logger gets one line per request (message "request") and, at debug, request bodies.
 	// Default: discard.
 	Logger *slog.Logger
+	// TracerProvider makes a span per request (trace.go), whose trace the pool requests carry on;
+	// nil: none, while a client's traceparent is still passed on to the pool.
+	TracerProvider trace.TracerProvider
 }
 
 // Gateway is the HTTP front door of the pool: an http.Handler serving the OpenAI Responses API
@@ -98,11 +103,12 @@ type Config struct {
 type Gateway struct {
 	cl *client.Client
 	// hints are the workers the sessions used last (stickyworker.go).
-	hints workerHints
-	nc    *nats.Conn
-	cfg   Config
-	log   *slog.Logger
-	keys  keyring
+	hints  workerHints
+	nc     *nats.Conn
+	cfg    Config
+	log    *slog.Logger
+	keys   keyring
+	tracer trace.Tracer
 
 	mux    *http.ServeMux // routes.go
 	models []byte         // the GET /v1/models body
@@ -145,7 +151,7 @@ func New(cl *client.Client, nc *nats.Conn, cfg Config) *Gateway {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	g := &Gateway{cl: cl, nc: nc, cfg: cfg, log: cfg.Logger.With("component", "gateway")}
+	g := &Gateway{cl: cl, nc: nc, cfg: cfg, log: cfg.Logger.With("component", "gateway"), tracer: tracing.Tracer(cfg.TracerProvider)}
 	for _, k := range cfg.Keys {
 		g.keys = append(g.keys, plainKey(k))
 	}
@@ -181,13 +187,16 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// client's request, and a disconnect cancels the request by its id.
 	c := g.identify(r)
 	w.Header().Set("X-Request-Id", c.id)
+	ctx, span := g.startSpan(r, c)
 	if g.cfg.Meter != nil {
-		r = r.WithContext(g.metered(r.Context(), c.key))
+		ctx = g.metered(ctx, c.key)
 	}
+	r = r.WithContext(ctx)
 	o := g.serveRoute(w, r, c)
 	if r.Context().Err() != nil && o.code != "ok" {
 		o.status, o.code = StatusClientClosed, CodeClientClosed
 	}
+	endSpan(span, o)
 	level := slog.LevelInfo
 	if o.status >= 500 {
 		level = slog.LevelWarn
@@ -211,8 +220,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if o.upstream != "" {
 		attrs = append(attrs, slog.String("upstream_code", o.upstream))
 	}
-	// The log call must not use r.Context(): it is done when the client has gone.
-	g.log.LogAttrs(context.Background(), level, "request", attrs...)
+	// The log call must not use r.Context(): it is done when the client has gone. Its context
+	// holds the span's ids alone (trace_id and span_id on the line).
+	g.log.LogAttrs(trace.ContextWithSpanContext(context.Background(), span.SpanContext()), level, "request", attrs...)
 }
 
 // call is who a request came from and the id the gateway gave it.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/goleak"
 
 	"github.com/codexpool/codexpool/gateway"
@@ -60,6 +61,8 @@ type poolOptions struct {
 	noWorker    bool
 	// gen replaces the worker (and the simulator behind it) when set.
 	gen queue.Generator
+	// workerTracer makes the worker's spans (the gateway's are o.gw.TracerProvider's).
+	workerTracer trace.TracerProvider
 }
 
 func newPool(t testing.TB, o poolOptions) *pool {
@@ -95,7 +98,7 @@ func newPool(t testing.TB, o poolOptions) *pool {
 			t.Cleanup(func() { _ = w.Close() })
 			gen = w
 		}
-		p.svc, err = queue.NewService(wnc, queue.Config{WorkerID: "w1", MaxInflight: o.maxInflight}, gen)
+		p.svc, err = queue.NewService(wnc, queue.Config{WorkerID: "w1", MaxInflight: o.maxInflight, TracerProvider: o.workerTracer}, gen)
 		if err != nil {
 			t.Fatal(err)
 		}

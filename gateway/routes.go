@@ -77,6 +77,7 @@ func (g *Gateway) routes() *http.ServeMux {
 func (g *Gateway) route(gd guard, fn handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		x := r.Context().Value(exchangeKey{}).(*exchange)
+		nameSpan(r)
 		if gd == guardOpenAI && speaksAnthropic(r) && isModels(r.URL.Path) {
 			gd = guardAnthropic // the same models in Anthropic's shape
 		}

@@ -55,6 +55,7 @@ func (g *Gateway) metered(ctx context.Context, k *Key) context.Context {
 // admit checks the request's key against its model list and limits before body goes to the
 // pool: the release func to call when it ends, or the error the client gets.
 func (g *Gateway) admit(ctx context.Context, pb poolBody) (*tally, usage.Record, func(), error) {
+	spanModel(ctx, pb.model)
 	t, _ := ctx.Value(tallyKey{}).(*tally)
 	if t == nil {
 		return nil, usage.Record{}, nil, nil

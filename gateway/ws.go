@@ -13,6 +13,10 @@ import (
 
 	"github.com/gorilla/websocket"
 	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/codexpool/codexpool/internal/tracing"
 
 	"github.com/codexpool/codexpool/queue/client"
 	"github.com/codexpool/codexpool/schemas"
@@ -194,6 +198,8 @@ func (s *wsSession) turn(ctx context.Context, req request) bool {
 	ctx, stop := s.g.whileConnected(ctx)
 	defer stop()
 	id, start := newRequestID(s.owner), time.Now()
+	ctx, span := tracing.Start(ctx, "websocket turn", trace.WithAttributes(attribute.String("codexpool.request_id", id)))
+	spanModel(ctx, req.model)
 	hdr := nats.Header{}
 	hdr.Set(schemas.HeaderRequestID, id)
 	var werr error
@@ -201,7 +207,7 @@ func (s *wsSession) turn(ctx context.Context, req request) bool {
 		werr = s.write(ev)
 		return werr
 	})
-	s.logTurn(id, start, err)
+	s.logTurn(span, id, start, err)
 	if werr != nil {
 		return false
 	}
@@ -215,14 +221,16 @@ func (s *wsSession) turn(ctx context.Context, req request) bool {
 }
 
 // logTurn writes the one line of a turn: a WebSocket turn is a request of its own.
-func (s *wsSession) logTurn(id string, start time.Time, err error) {
+func (s *wsSession) logTurn(span trace.Span, id string, start time.Time, err error) {
 	code := "ok"
 	if e, ok := schemas.AsError(err); ok {
 		code = string(e.Code)
 	} else if err != nil {
 		code = "error"
 	}
-	s.g.log.LogAttrs(context.Background(), slog.LevelInfo, "websocket turn", slog.String("request_id", id),
+	span.SetAttributes(attribute.String("codexpool.code", code))
+	span.End()
+	s.g.log.LogAttrs(trace.ContextWithSpanContext(context.Background(), span.SpanContext()), slog.LevelInfo, "websocket turn", slog.String("request_id", id),
 		slog.String("session", s.sess.ID()), slog.String("worker", s.sess.Worker()), slog.String("code", code),
 		slog.Duration("duration", time.Since(start)))
 }

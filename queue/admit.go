@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/codexpool/codexpool/schemas"
 	"github.com/codexpool/codexpool/schemas/validate"
@@ -26,6 +27,8 @@ type admitted struct {
 	reply   string           // where answers may go; "" = nowhere (none given, or refused)
 	// err, when set, refuses the request; it is answered on reply if reply is set.
 	err *schemas.Error
+	// parent is the trace context the message carried (traceparent); invalid for none.
+	parent trace.SpanContext
 }
 
 // admit is the one check every request and every job passes before it may run: the reply subject

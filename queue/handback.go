@@ -21,16 +21,17 @@ func (s *Service) handBack(req micro.Request, hdr nats.Header, reply, id string,
 	if hops >= s.cfg.MaxHops {
 		s.drain.mu.RUnlock()
 		if draining {
-			s.refuse(req, id, schemas.Errorf(schemas.CodeUnavailable, "worker %s is shutting down", s.cfg.WorkerID))
+			s.refuse(req, id, remoteParent(hdr), schemas.Errorf(schemas.CodeUnavailable, "worker %s is shutting down", s.cfg.WorkerID))
 		} else {
 			s.st.busy.Add(1)
-			s.refuse(req, id, schemas.Errorf(schemas.CodeWorkerBusy,
+			s.refuse(req, id, remoteParent(hdr), schemas.Errorf(schemas.CodeWorkerBusy,
 				"worker %s is full (%d in flight) and the request was handed back %d times", s.cfg.WorkerID, s.cfg.MaxInflight, hops))
 		}
 		return
 	}
 	fwd := &nats.Msg{Subject: s.cfg.Subject, Reply: reply, Data: req.Data(), Header: cloneHeader(hdr)}
 	fwd.Header.Set(schemas.HeaderHops, strconv.Itoa(hops+1))
+	s.handBackSpan(fwd, id, hops+1)
 	s.st.forwarded.Add(1)
 	if !draining {
 		// Our own subscription is live and this publish precedes any UNSUB (drain.mu), so the server
@@ -38,7 +39,7 @@ func (s *Service) handBack(req micro.Request, hdr nats.Header, reply, id string,
 		err := s.nc.PublishMsg(fwd)
 		s.drain.mu.RUnlock()
 		if err != nil {
-			s.refuse(req, id, schemas.Errorf(schemas.CodeWorkerBusy, "worker %s is full and could not hand the request back: %v", s.cfg.WorkerID, err))
+			s.refuse(req, id, remoteParent(hdr), schemas.Errorf(schemas.CodeWorkerBusy, "worker %s is full and could not hand the request back: %v", s.cfg.WorkerID, err))
 		}
 		return
 	}

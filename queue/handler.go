@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/codexpool/codexpool/schemas"
 )
@@ -29,6 +30,7 @@ func (s *Service) handle(req micro.Request) {
 	s.st.requests.Add(1)
 	hdr := nats.Header(req.Headers())
 	a := s.admit(admission{reply: req.Reply(), hdr: hdr, data: req.Data()})
+	a.parent = remoteParent(hdr)
 	if a.reply == "" {
 		return // nowhere to answer, or nowhere this worker may answer
 	}
@@ -37,7 +39,7 @@ func (s *Service) handle(req micro.Request) {
 		id = uuid.NewString()
 	}
 	if a.err != nil {
-		s.refuse(req, id, a.err)
+		s.refuse(req, id, a.parent, a.err)
 		return
 	}
 	a.req.ID = id
@@ -56,7 +58,7 @@ func (s *Service) start(a admitted, received time.Time) bool {
 		return false
 	}
 	deadline := received.Add(a.timeout)
-	if !s.goTrack(func() { s.run(a.req, a.reply, deadline, received) }) {
+	if !s.goTrack(func() { s.run(a, deadline, received) }) {
 		s.slots.release()
 		return false
 	}
@@ -66,15 +68,16 @@ func (s *Service) start(a admitted, received time.Time) bool {
 // refuse answers a request synchronously through micro, so micro's stats count the error. A
 // request that asked for a stream also gets the end-of-stream sentinel after the error, so
 // "request many" clients waiting for the empty message end at once.
-func (s *Service) refuse(req micro.Request, id string, e *schemas.Error) {
+func (s *Service) refuse(req micro.Request, id string, parent trace.SpanContext, e *schemas.Error) {
 	s.st.countError(e.Code)
-	s.log.Info("request refused", "request_id", id, "status", e.Status, "code", e.Code, "error", e.Message)
+	ctx := trace.ContextWithRemoteSpanContext(context.Background(), parent)
+	s.log.InfoContext(ctx, "request refused", "request_id", id, "status", e.Status, "code", e.Code, "error", e.Message)
 	err := req.Error(strconv.Itoa(e.Status), e.Message, e.Body(), micro.WithHeaders(micro.Headers{
 		schemas.HeaderRequestID: {id},
 		schemas.HeaderWorker:    {s.cfg.WorkerID},
 	}))
 	if err != nil {
-		s.log.Warn("cannot send refusal", "request_id", id, "error", err)
+		s.log.WarnContext(ctx, "cannot send refusal", "request_id", id, "error", err)
 		return
 	}
 	s.endRefusedStream(req.Reply(), id, req.Data())

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/codexpool/codexpool/schemas"
 )
@@ -27,6 +28,7 @@ type job struct {
 	in       admitted
 	log      *slog.Logger
 	received time.Time
+	parent   trace.SpanContext // the submit's trace context (traceparent); invalid for none
 }
 
 // heldSlot is the slot a running job holds (counted running by startJob). It is the generation's:
@@ -103,6 +105,10 @@ func (c *jobConsumer) open(msg jetstream.Msg) (*job, bool) {
 		return nil, false
 	}
 	j.log = c.s.log.With("job", id, "request_id", requestID, "delivery", meta.NumDelivered)
+	if j.parent = remoteParent(hdr); j.parent.IsValid() {
+		j.log = j.log.With("trace_id", j.parent.TraceID().String(), "span_id", j.parent.SpanID().String())
+	}
+	c.s.claimSpan(j)
 	return j, true
 }
 
@@ -147,8 +153,11 @@ func (c *jobConsumer) generate(ctx context.Context, j *job) (outcome, bool) {
 	gctx, done := c.s.cancellable(gctx, r.ID)
 	defer done()
 	streamed := r.Stream && j.t.reply != ""
+	gctx, span := c.s.startProcess(gctx, j.parent, "process job", r, j.received, j.attrs()...)
+	j.t.span = span.SpanContext()
 	o := c.s.execute(gctx, r, j.t, streamed, streamed)
-	c.s.finish(r, o, j.received)
+	c.s.finish(gctx, r, o, j.received)
+	endSpan(span, o.err)
 	return o, streamed
 }
 

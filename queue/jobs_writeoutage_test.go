@@ -49,6 +49,8 @@ func TestJobResultWriteOutageRetriedInPlace(t *testing.T) {
 	if n := gen.count("outage"); n != 1 {
 		t.Errorf("generated %d times, want 1: the stored answer was thrown away", n)
 	}
+	// The result is stored before the job is acked: wait for the ack.
+	waitFor(t, "the job's ack", func() bool { return svc.Stats().Jobs.Acked > 0 })
 	if st := svc.Stats().Jobs; st.Retried != 0 || st.Acked != 1 {
 		t.Errorf("retried %d, acked %d; want 0 and 1", st.Retried, st.Acked)
 	}

@@ -10,6 +10,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/codexpool/codexpool/internal/tracing"
 
 	"github.com/codexpool/codexpool/schemas"
 )
@@ -28,6 +31,8 @@ type target struct {
 	job   string // Codex-Job-Id; "" for codex.generate requests
 	// acct is the account serving the generation (Codex-Account), as the Generator notes it.
 	acct *atomic.Pointer[string]
+	// span is the generation's span: every message to t carries it as traceparent (trace.go).
+	span trace.SpanContext
 }
 
 // withAccount returns ctx with the account note that fills t.acct.
@@ -52,6 +57,9 @@ func (s *Service) header(t target) nats.Header {
 			h.Set(schemas.HeaderAccount, *a)
 		}
 	}
+	if t.span.IsValid() {
+		tracing.InjectNATS(trace.ContextWithSpanContext(context.Background(), t.span), h)
+	}
 	return h
 }
 
@@ -74,16 +82,19 @@ func (o outcome) body() []byte {
 }
 
 // run executes one generation in its own goroutine and answers on reply.
-func (s *Service) run(r *schemas.Request, reply string, deadline, received time.Time) {
-	ctx, cancel := context.WithDeadline(s.base, deadline)
+func (s *Service) run(a admitted, deadline, received time.Time) {
+	r := a.req
+	ctx, span := s.startProcess(s.base, a.parent, "process "+s.cfg.Subject, r, received)
+	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	ctx, done := s.cancellable(ctx, r.ID)
 	defer done()
-	t := target{reply: reply, id: r.ID, acct: new(atomic.Pointer[string])}
+	t := target{reply: a.reply, id: r.ID, acct: new(atomic.Pointer[string]), span: span.SpanContext()}
 	o := s.fitPayload(s.execute(ctx, r, t, r.Stream, false))
-	s.finish(r, o, received)
+	s.finish(ctx, r, o, received)
 	s.slots.release() // free before the last message, so whoever got the reply sees a free slot
 	s.answer(t, r.Stream, o)
+	endSpan(span, o.err)
 }
 
 // execute runs r, streaming its events to t when streamed is set (capturing the completed response
@@ -119,16 +130,16 @@ func (s *Service) execute(ctx context.Context, r *schemas.Request, t target, str
 
 // finish counts a finished generation (before its last message goes out, so whoever got the
 // reply sees final stats).
-func (s *Service) finish(r *schemas.Request, o outcome, received time.Time) {
+func (s *Service) finish(ctx context.Context, r *schemas.Request, o outcome, received time.Time) {
 	took := time.Since(received)
 	s.st.latencyNS.Add(int64(took))
 	if e := o.err; e != nil {
 		s.st.failed.Add(1)
 		s.st.countError(e.Code)
-		s.log.Debug("generation failed", "request_id", r.ID, "stream", r.Stream, "status", e.Status, "code", e.Code, "error", e.Message, "duration", took)
+		s.log.DebugContext(ctx, "generation failed", "request_id", r.ID, "stream", r.Stream, "status", e.Status, "code", e.Code, "error", e.Message, "duration", took)
 	} else {
 		s.st.completed.Add(1)
-		s.log.Debug("generation completed", "request_id", r.ID, "stream", r.Stream, "duration", took)
+		s.log.DebugContext(ctx, "generation completed", "request_id", r.ID, "stream", r.Stream, "duration", took)
 	}
 	s.st.inflight.Add(-1)
 }
@@ -179,7 +190,7 @@ func (s *Service) replyError(t target, seq int, e *schemas.Error) {
 func (s *Service) generate(ctx context.Context, r *schemas.Request, emit func([]byte) error) (payload []byte, err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			s.log.Error("generator panicked", "request_id", r.ID, "panic", v, "stack", string(debug.Stack()))
+			s.log.ErrorContext(ctx, "generator panicked", "request_id", r.ID, "panic", v, "stack", string(debug.Stack()))
 			payload, err = nil, errGeneratorPanic // the value stays in the log: it may hold anything
 		}
 	}()

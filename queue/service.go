@@ -14,7 +14,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/codexpool/codexpool/internal/tracing"
 	"github.com/codexpool/codexpool/schemas"
 )
 
@@ -68,6 +70,9 @@ type Config struct {
 	ReplyPrefixes []string
 	// ObserveResultWrite, when set, receives the time each job result took to write to KV.
 	ObserveResultWrite func(time.Duration)
+	// TracerProvider makes the spans of requests and jobs (queue/trace.go); nil: none, while
+	// the trace context a message carries is still passed on.
+	TracerProvider trace.TracerProvider
 }
 
 // DefaultWorkerID returns the default worker id, "<hostname>-<pid>": stable for the process's
@@ -93,6 +98,7 @@ type Service struct {
 	log       *slog.Logger
 	svc       micro.Service
 	cancelSub *nats.Subscription // the cancel subject
+	tracer    trace.Tracer
 
 	slots *slots // the in-flight cap, shared by requests and jobs
 
@@ -131,12 +137,13 @@ func NewService(nc *nats.Conn, cfg Config, gen Generator) (*Service, error) {
 		return nil, fmt.Errorf("queue: worker id %q cannot end a subject (no spaces, wildcards or empty tokens): it names the worker's own subject", cfg.WorkerID)
 	}
 	s := &Service{
-		nc:    nc,
-		cfg:   cfg,
-		gen:   gen,
-		log:   cfg.Logger.With("component", "queue", "worker", cfg.WorkerID),
-		slots: newSlots(cfg.MaxInflight),
-		stop:  stopState{stopped: make(chan struct{})},
+		nc:     nc,
+		cfg:    cfg,
+		gen:    gen,
+		log:    cfg.Logger.With("component", "queue", "worker", cfg.WorkerID),
+		slots:  newSlots(cfg.MaxInflight),
+		stop:   stopState{stopped: make(chan struct{})},
+		tracer: tracing.Tracer(cfg.TracerProvider),
 	}
 	s.st.errors = make(map[schemas.Code]uint64)
 	s.base, s.cancel = context.WithCancelCause(context.Background())

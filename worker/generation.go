@@ -7,6 +7,10 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/codexpool/codexpool/internal/tracing"
 	"github.com/codexpool/codexpool/schemas"
 	"github.com/codexpool/codexpool/worker/codex"
 )
@@ -34,6 +38,8 @@ func (w *Worker) Generate(ctx context.Context, req *schemas.Request, emit func(e
 		return nil, schemas.Errorf(schemas.CodeInvalidRequest, "%v", err)
 	}
 	g := &generation{w: w, req: req, emit: emit, frame: frame, session: cmp.Or(req.StickyKey, req.PromptCacheKey()), start: start}
+	_, g.admitSpan = tracing.Start(ctx, "admit")
+	defer g.admitted()
 	if err := g.enterSession(ctx); err != nil {
 		g.report(ctx, err)
 		return nil, err
@@ -70,6 +76,15 @@ type generation struct {
 	total      codex.Result  // summed over the accounts tried
 	reached    bool          // a try reached an account's client (some res was not nil)
 	firstEvent time.Duration // from start to the first upstream event; 0 = none arrived
+	admitSpan  trace.Span    // from Generate to the first account's try: session, binding, pick, wait
+}
+
+// admitted ends the admission span (at the first try, or at the end without one).
+func (g *generation) admitted() {
+	if g.admitSpan.IsRecording() {
+		g.admitSpan.SetAttributes(attribute.Bool("codexpool.continuation", g.cont), attribute.Bool("codexpool.queued", !g.queued.IsZero()))
+		g.admitSpan.End()
+	}
 }
 
 // attempt is what one account's try has seen of the origin's events.
@@ -185,7 +200,11 @@ func (g *generation) hold(ctx context.Context) error {
 }
 
 // run tries the generation on a, which pick chose.
-func (g *generation) run(ctx context.Context, a *account) error {
+func (g *generation) run(ctx context.Context, a *account) (err error) {
+	g.admitted()
+	ctx, span := tracing.Start(ctx, "account", trace.WithAttributes(attribute.String("codexpool.account", a.name),
+		attribute.Int("codexpool.try", len(g.tried)+1)))
+	defer func() { endTry(span, g.try, err) }()
 	g.tried = append(g.tried, a)
 	g.try = attempt{}
 	if g.w.policy.name {

@@ -37,7 +37,7 @@ const envPrefix = "CODEXPOOL"
 // take plain values; only this package knows the variable names and the file keys.
 
 // sectionOrder is the order of the file's sections.
-var sectionOrder = []string{"nats", "codex", "accounts", "gate", "jobs", "gateway", "metrics", "log"}
+var sectionOrder = []string{"nats", "codex", "accounts", "gate", "jobs", "gateway", "metrics", "log", "otel"}
 
 // loader reads settings through getenv; any key of any subcommand is valid in the file.
 func loader(getenv func(string) string) config.Loader {
@@ -290,6 +290,7 @@ type workerConfig struct {
 	Codex      `yaml:"codex"`
 	Gate       `yaml:"gate"`
 	Log        `yaml:"log"`
+	Otel       `yaml:"otel"`
 }
 
 // WorkerNATS is the worker's part of the nats section: its embedded server, its queue group and
@@ -401,7 +402,8 @@ func defaultWorkerConfig() workerConfig {
 			SessionIdle: worker.DefaultSessionIdleTimeout, MaxSessions: worker.DefaultMaxSessions},
 		Gate: Gate{GateMode: string(gate.Adaptive), GateScope: "host", ForbiddenBudget: gate.DefaultForbiddenBudget,
 			ForbiddenCooldown: gate.DefaultForbiddenCooldown},
-		Log: defaultLog(),
+		Log:  defaultLog(),
+		Otel: defaultOtel(),
 	}
 }
 
@@ -436,7 +438,8 @@ func (c workerConfig) validate() error {
 	if err := c.PoolConfig.validate("worker"); err != nil {
 		return err
 	}
-	for _, check := range []func() error{c.validateJobs, c.validateLimits, c.validateOrigin, c.validateFormats} {
+	for _, check := range []func() error{c.validateJobs, c.validateLimits, c.validateOrigin, c.validateFormats,
+		func() error { return c.Otel.validate("worker") }} {
 		if err := check(); err != nil {
 			return err
 		}

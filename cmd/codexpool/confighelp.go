@@ -100,9 +100,16 @@ var settingHelp = map[string]string{
 		"next continuation gets previous_response_not_found",
 	"codex.max_sessions": "most sessions a worker owns (each may hold an upstream socket); a new one beyond it replaces the one idle longest, " +
 		"or is answered 429 worker_busy when all are in a turn",
-	"log.level":    "debug, info, warn or error",
-	"log.format":   "auto (colour text on a terminal, JSON otherwise), text or json",
-	"gateway.addr": "where the gateway listens (host:port); without keys only a loopback address is accepted",
+	"log.level":  "debug, info, warn or error",
+	"log.format": "auto (colour text on a terminal, JSON otherwise), text or json",
+	"otel.endpoint": "OTLP/HTTP collector base URL for OpenTelemetry traces, e.g. http://127.0.0.1:4318 " +
+		"(spans go to /v1/traces); empty = tracing off (trace context is still passed on)",
+	"otel.protocol":     "OTLP protocol: http/protobuf (the only one this build exports with)",
+	"otel.service_name": "service.name of this process's spans; empty = codexpool-worker or codexpool-gateway",
+	"otel.sampler": "always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off or " +
+		"parentbased_traceidratio",
+	"otel.sampler_arg": "the sampling ratio (0 to 1) of the traceidratio samplers; empty = 1",
+	"gateway.addr":     "where the gateway listens (host:port); without keys only a loopback address is accepted",
 	"gateway.keys": "client keys (Authorization: Bearer <key>), comma-separated, or @/path/to/file with one " +
 		"key per line; empty = no authentication, loopback only",
 	"gateway.keys_file": "keys file (YAML or JSON): named client keys with per-key limits (requests per minute, " +

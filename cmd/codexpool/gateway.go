@@ -21,6 +21,7 @@ import (
 	"github.com/codexpool/codexpool/gateway/anthropic"
 	"github.com/codexpool/codexpool/gateway/dashboard"
 	"github.com/codexpool/codexpool/internal/config"
+	"github.com/codexpool/codexpool/internal/tracing/export"
 	usagestore "github.com/codexpool/codexpool/internal/usage"
 	"github.com/codexpool/codexpool/queue"
 	"github.com/codexpool/codexpool/queue/client"
@@ -46,6 +47,7 @@ type gatewayConfig struct {
 	PoolConfig
 	Gateway `yaml:"gateway"`
 	Log     `yaml:"log"`
+	Otel    `yaml:"otel"`
 }
 
 // Gateway is the gateway section.
@@ -72,7 +74,8 @@ func defaultGatewayConfig() gatewayConfig {
 			KeepAlive: gateway.DefaultKeepAlive, RequestTimeout: gateway.DefaultRequestTimeout,
 			WriteTimeout: gateway.DefaultWriteTimeout, Unavailable: gateway.DefaultUnavailableWait,
 			ShutdownGrace: defaultShutdownGrace},
-		Log: defaultLog(),
+		Log:  defaultLog(),
+		Otel: defaultOtel(),
 	}
 }
 
@@ -125,6 +128,9 @@ func (c gatewayConfig) check() ([]string, error) {
 		return nil, bad("GATEWAY_ADDR", "must be host:port, e.g. 127.0.0.1:8080, got %q", c.Addr)
 	}
 	if err := validateLog("gateway", c.LogLevel, c.LogFormat); err != nil {
+		return nil, err
+	}
+	if err := c.Otel.validate("gateway"); err != nil {
 		return nil, err
 	}
 	keys, err := parseKeys(c.Keys)
@@ -232,6 +238,7 @@ type gatewayMain struct {
 	log        *slog.Logger
 	getenv     func(string) string
 
+	tp     *export.Provider // the spans' exporter; off without otel.endpoint
 	nc     *nats.Conn
 	ln     net.Listener
 	srv    *http.Server
@@ -260,7 +267,7 @@ func newGatewayMain(e env, cfg gatewayConfig, keys []string) (*gatewayMain, erro
 // Run starts the gateway; it serves when Run returns nil, until Close or until Serve fails
 // (served).
 func (m *gatewayMain) Run(ctx context.Context) error {
-	for _, step := range []func(context.Context) (func(), error){m.connect, m.openUsage, m.pollQuota, m.listen, m.serve} {
+	for _, step := range []func(context.Context) (func(), error){m.startTracing, m.connect, m.openUsage, m.pollQuota, m.listen, m.serve} {
 		undo, err := step(ctx)
 		if err != nil {
 			m.undo()
@@ -323,6 +330,13 @@ func (m *gatewayMain) connect(ctx context.Context) (func(), error) {
 	return nc.Close, nil
 }
 
+// startTracing starts the OTLP exporter when otel.endpoint is set; its undo, run last, flushes.
+func (m *gatewayMain) startTracing(context.Context) (func(), error) {
+	tp, flush, err := startTracing(m.cfg.Otel, "gateway", "gateway-"+m.cfg.Addr, m.log)
+	m.tp = tp
+	return flush, err
+}
+
 func (m *gatewayMain) listen(context.Context) (func(), error) {
 	ln, err := net.Listen("tcp", m.cfg.Addr)
 	if err != nil {
@@ -358,6 +372,7 @@ func (m *gatewayMain) serve(context.Context) (func(), error) {
 		WriteTimeout:    cfg.WriteTimeout,
 		UnavailableWait: cfg.Unavailable,
 		Logger:          m.log,
+		TracerProvider:  m.tp,
 	})
 	m.srv = gateway.NewServer(g)
 	m.srv.ErrorLog = slog.NewLogLogger(m.log.Handler(), slog.LevelWarn)

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/lmittmann/tint"
+
+	"github.com/codexpool/codexpool/internal/tracing"
 	"golang.org/x/term"
 )
 
@@ -33,18 +35,20 @@ func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 	if f, ok := w.(*os.File); ok {
 		tty = term.IsTerminal(int(f.Fd()))
 	}
+	// Every handler adds the trace_id and span_id of a record logged with a request's context.
+	traced := func(h slog.Handler) *slog.Logger { return slog.New(tracing.LogHandler(h)) }
 	switch format {
 	case "json":
 	case "text":
-		return slog.New(tint.NewTextHandler(w, &tint.Options{Level: lvl, TimeFormat: time.TimeOnly, NoColor: !tty})), nil
+		return traced(tint.NewTextHandler(w, &tint.Options{Level: lvl, TimeFormat: time.TimeOnly, NoColor: !tty})), nil
 	case "auto", "":
 		if tty {
-			return slog.New(tint.NewTextHandler(w, &tint.Options{Level: lvl, TimeFormat: time.TimeOnly})), nil
+			return traced(tint.NewTextHandler(w, &tint.Options{Level: lvl, TimeFormat: time.TimeOnly})), nil
 		}
 	default:
 		return nil, fmt.Errorf("unknown log format %q (want auto, text or json)", format)
 	}
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl, ReplaceAttr: durationText})), nil
+	return traced(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl, ReplaceAttr: durationText})), nil
 }
 
 // durationText writes a duration attribute as its string ("1.5s"): slog's JSON handler would

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/codexpool/codexpool/gate"
+	"github.com/codexpool/codexpool/internal/tracing/export"
 	usagestore "github.com/codexpool/codexpool/internal/usage"
 	"github.com/codexpool/codexpool/metrics"
 	"github.com/codexpool/codexpool/queue"
@@ -65,6 +66,7 @@ type workerMain struct {
 	met    *metrics.Metrics     // nil without CODEXPOOL_METRICS_ADDR
 	usage  *usagestore.Recorder // nil: no usage records (CODEXPOOL_USAGE off, or no JetStream)
 
+	tp    *export.Provider // the spans' exporter; off without otel.endpoint
 	nc    *nats.Conn
 	w     *worker.Worker
 	svc   *queue.Service
@@ -159,6 +161,7 @@ func (m *workerMain) loadCredentialsKey() error {
 // Run starts the worker; it serves when Run returns nil, until Close (call Close only then).
 func (m *workerMain) Run(ctx context.Context) error {
 	steps := []func(context.Context) (undo func(), err error){
+		m.startTracing,  // the OTLP exporter, when otel.endpoint is set (undone last: it flushes)
 		m.startMetrics,  // /metrics, /healthz, /readyz (not ready yet)
 		m.startEmbedded, // the embedded NATS server, without CODEXPOOL_NATS_URL
 		m.connect,       // the NATS connection
@@ -375,10 +378,17 @@ func (m *workerMain) startWorker(ctx context.Context) (func(), error) {
 
 // startService subscribes: from here on requests arrive. A failure later in the start closes the
 // connection, which ends the subscriptions.
+func (m *workerMain) startTracing(context.Context) (func(), error) {
+	tp, flush, err := startTracing(m.cfg.Otel, "worker", m.cfg.id(), m.log)
+	m.tp = tp
+	return flush, err
+}
+
 func (m *workerMain) startService(ctx context.Context) (func(), error) {
 	qcfg := m.cfg.queue()
 	qcfg.Logger = m.log
 	qcfg.WorkerStats = m.w.StatsData
+	qcfg.TracerProvider = m.tp
 	jc, err := jobsFor(ctx, m.cfg, m.nc, m.log)
 	if err != nil {
 		return nil, err

@@ -7,6 +7,8 @@
 //	yaml:"url"                    the key in its section: the file key is nats.url
 //	secret:"true" | secret:"url"  redact the value when shown (a URL: its user information only)
 //	ms:"WS_CONNECT_SPACING_MS"    an older variable holding the same duration in integer milliseconds
+//	std:"true"                    a standard variable of another project, read without the prefix
+//	                              (envconfig:"OTEL_SERVICE_NAME" std:"true" is OTEL_SERVICE_NAME)
 //
 // A setting's line of help is its desc tag, else what the struct's [Describer] says for its key:
 // long help stays out of the tags. Embedded structs without a yaml tag are flattened.
@@ -114,6 +116,9 @@ func Fields(prefix string, spec any) ([]Setting, error) {
 		env, ok := names[addrOf(fv)]
 		if !ok {
 			return fmt.Errorf("config: field %s: envconfig does not see it (in an unexported embedded struct?)", f.Name)
+		}
+		if f.Tag.Get("std") == "true" {
+			env = f.Tag.Get("envconfig")
 		}
 		s := Setting{Key: section + "." + name, Env: env, Desc: f.Tag.Get("desc"),
 			Secret: f.Tag.Get("secret"), Source: Default, field: fv}

@@ -24,6 +24,9 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/codexpool/codexpool/internal/tracing"
 
 	"github.com/codexpool/codexpool/schemas"
 	"github.com/codexpool/codexpool/schemas/jsonobj"
@@ -102,10 +105,12 @@ func New(nc *nats.Conn, opts Options) *Client {
 // is subscribed the error wraps nats.ErrNoResponders. A worker_busy reply is retried as configured.
 // Without a deadline on ctx, the client's Timeout applies; the remaining time is sent as
 // Codex-Timeout unless hdr sets one.
-func (c *Client) Generate(ctx context.Context, req []byte, hdr nats.Header) (*Reply, error) {
+func (c *Client) Generate(ctx context.Context, req []byte, hdr nats.Header) (r *Reply, err error) {
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
 	hdr = withRequestID(hdr)
+	ctx, span := startRequest(ctx, "request", c.opts.Subject, hdr.Get(schemas.HeaderRequestID), trace.SpanKindClient)
+	defer func() { endRequest(span, r, err) }()
 	for attempt := 0; ; attempt++ {
 		m := c.request(ctx, req, hdr)
 		resp, err := c.nc.RequestMsgWithContext(ctx, m)
@@ -125,7 +130,7 @@ func (c *Client) Generate(ctx context.Context, req []byte, hdr nats.Header) (*Re
 			}
 			return nil, e
 		}
-		r := &Reply{Response: resp.Data, RequestID: resp.Header.Get(schemas.HeaderRequestID), Worker: resp.Header.Get(schemas.HeaderWorker),
+		r = &Reply{Response: resp.Data, RequestID: resp.Header.Get(schemas.HeaderRequestID), Worker: resp.Header.Get(schemas.HeaderWorker),
 			Account: resp.Header.Get(schemas.HeaderAccount)}
 		r.OutputText = outputText(resp.Data)
 		return r, nil
@@ -185,6 +190,7 @@ func (c *Client) request(ctx context.Context, data []byte, hdr nats.Header) *nat
 			h.Set(schemas.HeaderTimeout, left.Round(time.Millisecond).String())
 		}
 	}
+	tracing.InjectNATS(ctx, h)
 	return &nats.Msg{Subject: c.opts.Subject, Data: data, Header: h}
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/codexpool/codexpool/schemas"
 )
@@ -37,6 +38,7 @@ type Events struct {
 
 	idle  time.Duration
 	timer *time.Timer
+	span  trace.Span // the request's (trace.go), ended with the stream
 }
 
 // Open sends req with "stream": true set and returns its events. Errors that come before any
@@ -55,7 +57,9 @@ func (c *Client) Open(ctx context.Context, req []byte, hdr nats.Header) (*Events
 func (c *Client) OpenStreaming(ctx context.Context, req []byte, hdr nats.Header) (*Events, error) {
 	e := &Events{c: c, body: req, hdr: withRequestID(hdr)}
 	e.ctx, e.cancel = c.withTimeout(ctx)
+	e.ctx, e.span = startRequest(e.ctx, "request", c.opts.Subject, e.hdr.Get(schemas.HeaderRequestID), trace.SpanKindClient)
 	if err := e.send(); err != nil {
+		endRequest(e.span, nil, err)
 		e.cancel()
 		return nil, err
 	}
@@ -193,6 +197,7 @@ func (e *Events) retryBusy(err error) bool {
 func (e *Events) stop(err error) {
 	if e.end == nil {
 		e.end = err
+		endRequest(e.span, &e.reply, err)
 	}
 }
 
@@ -209,7 +214,7 @@ func (e *Events) Reply() *Reply {
 // idempotent.
 func (e *Events) Close() {
 	if e.end == nil {
-		e.end = errors.New("client: events closed")
+		e.stop(errors.New("client: events closed"))
 		e.c.cancel(e.hdr.Get(schemas.HeaderRequestID))
 	}
 	if e.sub != nil {

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -11,6 +12,10 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/codexpool/codexpool/internal/tracing"
 
 	"github.com/codexpool/codexpool/schemas"
 )
@@ -92,6 +97,9 @@ func (c *Client) Submit(ctx context.Context, req []byte, opts SubmitOptions) (Jo
 		id = newJobID()
 	}
 	m := &nats.Msg{Subject: schemas.SubmitSubject(c.opts.JobsSubject), Data: req, Header: cloneHeader(opts.Header)}
+	ctx, span := startRequest(ctx, "submit", m.Subject, cmp.Or(opts.RequestID, id), trace.SpanKindProducer)
+	span.SetAttributes(attribute.String("codexpool.job", id))
+	tracing.InjectNATS(ctx, m.Header)
 	m.Header.Set(schemas.HeaderMsgID, id)
 	if opts.ReplyTo != "" {
 		m.Header.Set(schemas.HeaderReplyTo, opts.ReplyTo)
@@ -103,6 +111,7 @@ func (c *Client) Submit(ctx context.Context, req []byte, opts SubmitOptions) (Jo
 		m.Header.Set(schemas.HeaderRequestID, opts.RequestID)
 	}
 	ack, err := js.PublishMsg(ctx, m)
+	endRequest(span, nil, err)
 	if err != nil {
 		if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) {
 			return Job{}, fmt.Errorf("client: no jobs stream captures %s (has a worker with jobs started?): %w", m.Subject, err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/codexpool/codexpool/internal/origintext"
 	"github.com/gorilla/websocket"
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/codexpool/codexpool/schemas"
 	"github.com/codexpool/codexpool/worker/codex/login"
@@ -204,6 +205,7 @@ func (c *Client) generate(ctx context.Context, frame []byte, onEvent func(Event)
 		if cn := c.lease(); cn != nil {
 			res.Reused = true
 			c.reused.Add(1)
+			reuseSpan(ctx, cn.id)
 			cn.pin = pin
 			retry, err := c.run(ctx, cn, frame, onEvent, true, res)
 			if !retry {
@@ -216,13 +218,13 @@ func (c *Client) generate(ctx context.Context, frame []byte, onEvent func(Event)
 		}
 	}
 	if c.onHTTP(time.Now()) {
-		return c.done(res, c.generateHTTP(ctx, frame, onEvent, res))
+		return c.done(res, c.streamHTTP(ctx, frame, onEvent, res))
 	}
 	cn, err := c.connect(ctx, res)
 	var ur *upgradeRequiredError
 	if errors.As(err, &ur) {
 		c.fallBack()
-		return c.done(res, c.generateHTTP(ctx, frame, onEvent, res))
+		return c.done(res, c.streamHTTP(ctx, frame, onEvent, res))
 	}
 	if err != nil {
 		return res, err
@@ -230,6 +232,16 @@ func (c *Client) generate(ctx context.Context, frame []byte, onEvent func(Event)
 	cn.pin = pin
 	_, err = c.run(ctx, cn, frame, onEvent, false, res)
 	return c.done(res, err)
+}
+
+// streamHTTP is generateHTTP in its span.
+func (c *Client) streamHTTP(ctx context.Context, frame []byte, onEvent func(Event) error, res *Result) error {
+	ctx, span := startSpan(ctx, "http stream")
+	_, first := startSpan(ctx, "first event")
+	err := c.generateHTTP(ctx, frame, firstEvent(first, onEvent), res)
+	first.End()
+	endSpan(span, err)
+	return err
 }
 
 func (c *Client) done(res *Result, err error) (*Result, error) {
@@ -245,6 +257,18 @@ func (c *Client) done(res *Result, err error) (*Result, error) {
 // the pool: if it fails before any event of this request, retry is true and err says why.
 // cn is released on success and closed on every other end.
 func (c *Client) run(ctx context.Context, cn *conn, frame []byte, onEvent func(Event) error, pooled bool, res *Result) (retry bool, err error) {
+	ctx, span := startSpan(ctx, "turn", attribute.String("codexpool.socket", cn.id), attribute.Bool("codexpool.socket.reused", pooled))
+	_, first := startSpan(ctx, "first event")
+	defer func() {
+		first.End()
+		span.SetAttributes(attribute.Int("codexpool.events", res.Events), attribute.Bool("codexpool.retry", retry))
+		endSpan(span, err)
+	}()
+	return c.turn(ctx, cn, frame, firstEvent(first, onEvent), pooled, res)
+}
+
+// turn is run's send and read loop.
+func (c *Client) turn(ctx context.Context, cn *conn, frame []byte, onEvent func(Event) error, pooled bool, res *Result) (retry bool, err error) {
 	// A cancelled context ends a blocked write by closing the socket.
 	stop := context.AfterFunc(ctx, func() { cn.close(false) })
 	_ = cn.ws.SetWriteDeadline(time.Now().Add(c.cfg.IdleTimeout))

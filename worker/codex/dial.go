@@ -18,6 +18,7 @@ import (
 	"github.com/codexpool/codexpool/worker/codex/login"
 	"github.com/google/uuid"
 	"github.com/gorilla/websocket"
+	"go.opentelemetry.io/otel/attribute"
 )
 
 // maxFrame bounds one upstream frame (a response.completed carries the whole output).
@@ -119,9 +120,11 @@ func betterUnauthorized(origin, fromSource error) error {
 }
 
 // dialOnce is one upgrade attempt with creds; ctx carries the per-attempt timeout.
-func (c *Client) dialOnce(ctx context.Context, creds login.Credentials) (*conn, error) {
+func (c *Client) dialOnce(ctx context.Context, creds login.Credentials) (cn *conn, err error) {
 	c.dials.Add(1)
 	id := uuid.NewString()
+	ctx, span := startSpan(ctx, "upgrade", attribute.String("codexpool.socket", id))
+	defer func() { endSpan(span, err) }()
 	red := origintext.NewRedactor(creds.Token, creds.AccountID)
 	ws, resp, err := c.dialer.DialContext(ctx, c.cfg.URL, c.header(id, creds, BetaHeader))
 	if err != nil {

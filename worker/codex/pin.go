@@ -57,6 +57,7 @@ func (p *Pin) Generate(ctx context.Context, frame []byte, continuation bool, onE
 	c.generations.Add(1)
 	c.reused.Add(1)
 	res := &Result{Reused: true}
+	reuseSpan(ctx, cn.id)
 	_, err := c.run(ctx, cn, frame, onEvent, false, res)
 	return c.done(res, err)
 }
