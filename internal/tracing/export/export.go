@@ -36,7 +36,9 @@ type BadSetting struct {
 
 func (e *BadSetting) Error() string { return e.Var + ": " + e.Msg }
 
-func bad(v, format string, args ...any) error { return &BadSetting{Var: v, Msg: fmt.Sprintf(format, args...)} }
+func bad(v, format string, args ...any) error {
+	return &BadSetting{Var: v, Msg: fmt.Sprintf(format, args...)}
+}
 
 // Check reports the first bad field of c, a *BadSetting naming its variable.
 func (c Config) Check() error {
