@@ -130,6 +130,14 @@ func (p *Provider) Shutdown(ctx context.Context) error {
 	return p.sdk.Shutdown(ctx)
 }
 
+// Flush exports the spans ended so far.
+func (p *Provider) Flush(ctx context.Context) error {
+	if p == nil || p.sdk == nil {
+		return nil
+	}
+	return p.sdk.ForceFlush(ctx)
+}
+
 // New starts the exporter c names: Off without an endpoint. The batch processor's schedule and
 // the exporter's headers, timeout and TLS are read by the OpenTelemetry SDK from the standard
 // OTEL_BSP_* and OTEL_EXPORTER_OTLP_* variables.
