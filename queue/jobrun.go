@@ -398,7 +398,7 @@ func (s *Service) answerStored(t target, streamed bool, body []byte) {
 			Response json.RawMessage `json:"response"`
 		}{"response.completed", body})
 		if err == nil {
-			h := s.header(t)
+			h := s.tracedHeader(t)
 			h.Set(schemas.HeaderSeq, "1")
 			if err := s.nc.PublishMsg(&nats.Msg{Subject: t.reply, Data: ev, Header: h}); err == nil {
 				o.seq = 1

@@ -57,6 +57,15 @@ func (s *Service) header(t target) nats.Header {
 			h.Set(schemas.HeaderAccount, *a)
 		}
 	}
+	return h
+}
+
+// tracedHeader is header with the generation's trace context (traceparent), which the one-shot
+// reply, an error, a job's stored answer and a stream's first event carry back. The other
+// events of a stream go without it: the NATS server reads the headers of every message that
+// has one (its own message tracing), a cost per event for nothing the client does not know.
+func (s *Service) tracedHeader(t target) nats.Header {
+	h := s.header(t)
 	if t.span.IsValid() {
 		tracing.InjectNATS(trace.ContextWithSpanContext(context.Background(), t.span), h)
 	}
@@ -159,7 +168,7 @@ func (s *Service) answer(t target, streamed bool, o outcome) {
 	case o.err != nil:
 		s.replyError(t, 0, o.err)
 	default:
-		if err := s.nc.PublishMsg(&nats.Msg{Subject: t.reply, Data: o.payload, Header: s.header(t)}); err != nil {
+		if err := s.nc.PublishMsg(&nats.Msg{Subject: t.reply, Data: o.payload, Header: s.tracedHeader(t)}); err != nil {
 			s.log.Warn("cannot send reply", "request_id", t.id, "error", err)
 		}
 	}
@@ -175,7 +184,7 @@ func (s *Service) sentinel(t target) {
 // replyError publishes an error reply outside micro's handler; the caller counts it. seq > 0 adds
 // Codex-Seq (streams).
 func (s *Service) replyError(t target, seq int, e *schemas.Error) {
-	h := s.header(t)
+	h := s.tracedHeader(t)
 	h.Set(schemas.HeaderServiceErrorCode, strconv.Itoa(e.Status))
 	h.Set(schemas.HeaderServiceError, e.Message)
 	if seq > 0 {
@@ -231,6 +240,9 @@ func (st *stream) emit(event []byte) error {
 	}
 	st.seq++
 	h := st.s.header(st.t)
+	if st.seq == 1 {
+		h = st.s.tracedHeader(st.t)
+	}
 	h.Set(schemas.HeaderSeq, strconv.Itoa(st.seq))
 	return st.s.nc.PublishMsg(&nats.Msg{Subject: st.t.reply, Data: event, Header: h})
 }

@@ -1,0 +1,126 @@
+package gateway_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/codexpool/codexpool/gateway"
+	"github.com/codexpool/codexpool/internal/tracing"
+	"github.com/codexpool/codexpool/internal/tracing/export"
+	"github.com/codexpool/codexpool/worker/codextest"
+)
+
+// BenchmarkTracingOverhead compares two pools side by side in one run, one with tracing off and
+// one exporting every span (gateway and worker, the batch processor, OTLP/HTTP to a collector
+// stand-in that drops what it gets): each iteration sends a streamed request through each gateway in turn
+// (latency: the p50 of both, and on/off), then 16 clients send requests to each pool for 200 ms
+// in turn (throughput: requests per second of both, and on/off). Against an instant origin (the
+// worst case: the pool's own work is all there is) and one that takes 20 ms per response.
+//
+//	go test -run XXX -bench 'TracingOverhead/instant' -benchtime 2000x -count 3 ./gateway/
+//	go test -run XXX -bench 'TracingOverhead/origin-20ms' -benchtime 200x -count 3 ./gateway/
+func BenchmarkTracingOverhead(b *testing.B) {
+	b.Run("instant", func(b *testing.B) { benchTracing(b, 0) })
+	b.Run("origin-20ms", func(b *testing.B) { benchTracing(b, 20*time.Millisecond) })
+}
+
+func benchTracing(b *testing.B, latency time.Duration) {
+	// A collector that takes the spans and drops them: a real one runs elsewhere, and decoding
+	// here would count its work as the pool's.
+	var spans, bytesIn atomic.Int64
+	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, _ := io.Copy(io.Discard, r.Body)
+		bytesIn.Add(n)
+		spans.Add(1)
+		w.Header().Set("Content-Type", "application/x-protobuf")
+	}))
+	b.Cleanup(sink.Close)
+	provider := func(service string) *export.Provider {
+		tp, err := export.New(context.Background(), export.Config{Endpoint: sink.URL, ServiceName: service})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+		return tp
+	}
+	log := func() *slog.Logger { return slog.New(tracing.LogHandler(slog.NewJSONHandler(io.Discard, nil))) }
+	sim := codextest.Options{Latency: latency}
+	off := newPool(b, poolOptions{sim: sim, gw: gateway.Config{Logger: log()}})
+	on := newPool(b, poolOptions{sim: sim, gw: gateway.Config{Logger: log(), TracerProvider: provider("gateway")},
+		workerTracer: provider("worker")})
+
+	tr := &http.Transport{MaxIdleConnsPerHost: 32}
+	b.Cleanup(tr.CloseIdleConnections)
+	hc := &http.Client{Transport: tr}
+	body := []byte(`{"input":"Say hello","stream":true}`)
+	send := func(p *pool) {
+		req, _ := http.NewRequest(http.MethodPost, p.srv.URL+"/v1/responses", bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := hc.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		n, _ := io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || n == 0 {
+			b.Fatalf("gateway answered %d with %d bytes", resp.StatusCode, n)
+		}
+	}
+	// rate is the requests per second 16 clients get from p in d.
+	rate := func(p *pool, d time.Duration) float64 {
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		n := 0
+		end := time.Now().Add(d)
+		for range 16 {
+			wg.Go(func() {
+				for time.Now().Before(end) {
+					send(p)
+					mu.Lock()
+					n++
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		return float64(n) / d.Seconds()
+	}
+	for range 50 { // warm up: pooled sockets, HTTP connections
+		send(off)
+		send(on)
+	}
+	var lOff, lOn []time.Duration
+	var rOff, rOn float64
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		send(off)
+		t1 := time.Now()
+		send(on)
+		lOff, lOn = append(lOff, t1.Sub(t0)), append(lOn, time.Since(t1))
+	}
+	rounds := max(1, b.N/500, int(latency/(10*time.Millisecond)))
+	for range rounds {
+		rOff += rate(off, 200*time.Millisecond)
+		rOn += rate(on, 200*time.Millisecond)
+	}
+	b.StopTimer()
+	po, pn := median(lOff), median(lOn)
+	b.ReportMetric(float64(po.Microseconds()), "off-p50-µs")
+	b.ReportMetric(float64(pn.Microseconds()), "on-p50-µs")
+	b.ReportMetric(float64(pn-po)/float64(po)*100, "p50-added-%")
+	b.ReportMetric(rOff/float64(rounds), "off-req/s")
+	b.ReportMetric(rOn/float64(rounds), "on-req/s")
+	b.ReportMetric((1-rOn/rOff)*100, "throughput-lost-%")
+	b.ReportMetric(float64(spans.Load()), "exports")
+	b.ReportMetric(float64(bytesIn.Load())/float64(b.N), "export-B/op")
+}
