@@ -109,6 +109,7 @@ type Gateway struct {
 	log    *slog.Logger
 	keys   keyring
 	tracer trace.Tracer
+	recent recentLog // recent.go
 
 	mux    *http.ServeMux // routes.go
 	models []byte         // the GET /v1/models body
@@ -197,6 +198,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		o.status, o.code = StatusClientClosed, CodeClientClosed
 	}
 	endSpan(span, o)
+	took := time.Since(start)
+	if remembered(r.URL.Path) {
+		g.remember(c, r, o, start, took, span)
+	}
 	level := slog.LevelInfo
 	if o.status >= 500 {
 		level = slog.LevelWarn
@@ -209,7 +214,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	attrs := []slog.Attr{
 		slog.String("request_id", c.id), slog.String("method", r.Method), slog.String("path", r.URL.Path),
 		slog.Int("status", o.status), slog.String("code", string(o.code)),
-		slog.Duration("duration", time.Since(start)), slog.Bool("stream", o.stream),
+		slog.Duration("duration", took), slog.Bool("stream", o.stream),
 	}
 	if c.key != nil {
 		attrs = append(attrs, slog.String("key", c.key.Name)) // its name: never the secret

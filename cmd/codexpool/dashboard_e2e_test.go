@@ -82,6 +82,23 @@ func TestE2EDashboard(t *testing.T) {
 	if lag > 2*time.Second {
 		t.Errorf("the page showed the change %s after it, want within 2s", lag)
 	}
+	// A failed request with a client's trace context: the page lists it with its trace id.
+	const trace = "3f2c7d8e9a0b1c2d3e4f5a6b7c8d9e0f"
+	req, _ := http.NewRequestWithContext(ctxT(t, 30*time.Second), http.MethodPost, base+"/v1/responses", strings.NewReader(`{"input":"x","temperature":"hot"}`))
+	req.Header.Set("Authorization", "Bearer "+gatewayKey)
+	req.Header.Set("Traceparent", "00-"+trace+"-1a2b3c4d5e6f7a8b-01")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("a request with a bad temperature: %d, want 400", resp.StatusCode)
+	}
+	failed := readDashboard(t, ctx, func(d dashboardDOM) bool { return slices.Contains(d.FailedTraces, trace) })
+	if len(failed.SlowTraces) == 0 {
+		t.Errorf("the slow requests table is empty after %d requests", after.Completed)
+	}
 	saveScreenshot(t, ctx)
 	if strings.Contains(gw.out.String(), gatewayKey) {
 		t.Error("the gateway logged its key")
@@ -101,6 +118,8 @@ type dashboardDOM struct {
 	HTML         string   `json:"html"`
 	PageBytes    int      `json:"page_bytes"` // transferred: the page, its script, style sheet and largest data answer
 	DataRequests int      `json:"data_requests"`
+	FailedTraces []string `json:"failed_traces"` // the trace ids of the failed requests' table
+	SlowTraces   []string `json:"slow_traces"`
 }
 
 const readDOM = `(() => {
@@ -121,6 +140,8 @@ const readDOM = `(() => {
     page_bytes: (nav ? nav.transferSize : 0) + res.filter((r) => !r.name.includes("/dashboard/data")).reduce((s, r) => s + r.transferSize, 0)
       + Math.max(0, ...data.map((r) => r.transferSize)),
     data_requests: data.length,
+    failed_traces: q("#failed tbody tr[data-request] td.trace").map((e) => e.textContent),
+    slow_traces: q("#slow tbody tr[data-request] td.trace").map((e) => e.textContent),
   };
 })()`
 

@@ -356,8 +356,10 @@ func (m *gatewayMain) serve(context.Context) (func(), error) {
 		jobs = gatewayJobs{cl}
 	}
 	modelMap, _ := anthropic.ParseModelMap(cfg.ModelMap) // vetted by check
-	dash := dashboard.New(m.nc, dashboard.Config{JobsStream: cfg.JobsStream, Logger: m.log, Usage: dashboardUsage(m.usage)})
-	g := gateway.New(cl, m.nc, gateway.Config{
+	var g *gateway.Gateway
+	dash := dashboard.New(m.nc, dashboard.Config{JobsStream: cfg.JobsStream, Logger: m.log, Usage: dashboardUsage(m.usage),
+		Recent: func() any { return g.Recent() }})
+	g = gateway.New(cl, m.nc, gateway.Config{
 		Dashboard:       dash,
 		Jobs:            jobs,
 		Keys:            m.keys,

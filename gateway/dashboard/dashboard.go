@@ -47,6 +47,10 @@ type Config struct {
 	// after Interval), its result is shown JSON-encoded (a list of objects as a table), its
 	// error as a problem. Nil: the panel says that usage accounting is not enabled.
 	Usage func(ctx context.Context) (any, error)
+	// Recent, when set, feeds the page's recent-requests panel at each sample: the gateway's
+	// slow and failed requests ({"slow": [...], "failed": [...]}, each with its trace id). Nil:
+	// the panel is empty.
+	Recent func() any
 	// Logger gets sampling problems at debug; default discard.
 	Logger *slog.Logger
 }
@@ -127,6 +131,9 @@ func (d *Dashboard) Sample(ctx context.Context) {
 			data.UsageError = err.Error()
 		}
 		data.Usage = u
+	}
+	if d.cfg.Recent != nil {
+		data.Recent = d.cfg.Recent()
 	}
 	now := time.Now()
 	data.Time = now

@@ -24,6 +24,8 @@ type Data struct {
 	UsageOn    bool   `json:"usage_enabled"`
 	Usage      any    `json:"usage,omitempty"`
 	UsageError string `json:"usage_error,omitempty"`
+	// Recent is what Config.Recent returned: the gateway's slow and failed requests.
+	Recent any `json:"recent,omitempty"`
 	// Problems are the sample's own failures (e.g. NATS down), shown on the page.
 	Problems []string `json:"problems,omitempty"`
 	History  []Point  `json:"history"`

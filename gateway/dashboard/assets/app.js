@@ -95,6 +95,13 @@ function jobRows(d) {
   return [el("tr", {}, el("td", {}, j.stream), num(j.pending), num(j.running), num(j.redelivered), num(j.stored), num(j.waiting))];
 }
 
+function requestRows(list) {
+  return (list || []).map((r) => el("tr", { "data-request": r.request_id },
+    el("td", {}, new Date(r.time).toLocaleTimeString()), el("td", {}, r.request_id),
+    el("td", {}, r.method + " " + r.path), el("td", { title: r.error || "" }, r.status + " " + r.code),
+    num(fmtMS(r.duration_ms)), el("td", {}, r.key || "–"), el("td", { class: "trace" }, r.trace_id || "–")));
+}
+
 function drawUsage(d) {
   const box = document.getElementById("usage");
   if (!d.usage_enabled) {
@@ -167,6 +174,8 @@ function draw(d) {
   fill("accounts", accountRows(d, now), 11, "no account reported");
   fill("gates", gateRows(d), 8, "no gate reported");
   fill("jobs", jobRows(d), 6, "no jobs stream");
+  fill("slow", requestRows(d.recent && d.recent.slow), 7, "no request yet");
+  fill("failed", requestRows(d.recent && d.recent.failed), 7, "no failed request");
   drawUsage(d);
   const probs = document.getElementById("problems");
   probs.replaceChildren(...(d.problems || []).map((p) => el("li", {}, p)));
