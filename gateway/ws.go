@@ -40,7 +40,7 @@ func isWebSocket(r *http.Request) bool { return websocket.IsWebSocketUpgrade(r) 
 // serveWS upgrades r and serves the socket until the client closes it.
 func (g *Gateway) serveWS(w http.ResponseWriter, r *http.Request, c call) outcome {
 	up := websocket.Upgrader{
-		CheckOrigin:       func(r *http.Request) bool { return len(g.keys) == 0 || sameOrigin(r) },
+		CheckOrigin:       func(r *http.Request) bool { return !g.keys.now().keyed || sameOrigin(r) },
 		EnableCompression: true,
 	}
 	ws, err := up.Upgrade(w, r, nil)
