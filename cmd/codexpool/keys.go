@@ -52,8 +52,8 @@ type keyFlags struct {
 var limitFlags = []struct{ flag, field, what string }{
 	{"requests-per-minute", "requests_per_minute", "requests admitted in any 60 s"},
 	{"tokens-per-5h", "tokens_per_5h", "input + output tokens in the last 5 h"},
-	{"tokens-per-day", "tokens_per_day", "... in the last 24 h"},
-	{"tokens-per-week", "tokens_per_week", "... in the last 7 days"},
+	{"tokens-per-day", "tokens_per_day", "input + output tokens in the last 24 h"},
+	{"tokens-per-week", "tokens_per_week", "input + output tokens in the last 7 days"},
 	{"max-concurrent", "max_concurrent", "requests in progress at once"},
 }
 
@@ -62,7 +62,7 @@ func addKeyFlags(fs *flags, add bool) *keyFlags {
 	for _, l := range limitFlags {
 		v := new(int64)
 		kf.limits[l.field] = v
-		fs.Func(l.flag, "`N`: "+l.what+" across every gateway (0: no limit)", func(s string) error {
+		fs.Func(l.flag, "at most `N` "+l.what+", across every gateway (0: no limit)", func(s string) error {
 			n, err := strconv.ParseInt(s, 10, 64)
 			small := l.field == "requests_per_minute" || l.field == "max_concurrent" // ints in the keys file
 			if err != nil || n < 0 || small && n > math.MaxInt32 {
@@ -75,7 +75,7 @@ func addKeyFlags(fs *flags, add bool) *keyFlags {
 	kf.models = fs.String("models", "", "comma-separated `list` of the only models the key may request (default: any)")
 	kf.admin = fs.Bool("admin", false, "the key may read GET /v1/usage")
 	if add {
-		kf.digest = fs.String("secret-sha256", "", "store this SHA-256 of a secret you made (64 hex digits) instead of making and printing one")
+		kf.digest = fs.String("secret-sha256", "", "store this SHA-256 of a secret you made (64 `HEX` digits) instead of making and printing one")
 	} else {
 		kf.newSecret = fs.Bool("new-secret", false, "give the key a new secret (printed once); the old one stops working")
 	}
@@ -143,7 +143,7 @@ func runKeys(ctx context.Context, e env, args []string) error {
 	}
 	fs := newFlags(e, "keys", synopsis, keysTrailer)
 	fs.config = fs.String("config", "", "read settings from `FILE` (YAML, see codexpool.example.yaml); default $"+envPrefix+"_CONFIG")
-	natsURL := fs.String("nats", "", "NATS server URL (default $CODEXPOOL_NATS_URL, else "+nats.DefaultURL+")")
+	natsURL := fs.String("nats", "", "NATS server `URL` (default $CODEXPOOL_NATS_URL, else "+nats.DefaultURL+")")
 	var kf *keyFlags
 	if sub == "add" || sub == "set" {
 		kf = addKeyFlags(fs, sub == "add")
