@@ -33,8 +33,9 @@ POST /v1/responses (JSON, or server-sent events with "stream": true; "background
 durable job), GET /v1/responses/{id}, POST /v1/chat/completions, POST /v1/messages,
 POST /v1/messages/count_tokens, GET /v1/models, GET /healthz, GET /readyz, and a live operator
 page, GET /dashboard (docs/dashboard.md). Clients send Authorization: Bearer <key> (or x-api-key
-on /v1/messages) with one of CODEXPOOL_GATEWAY_KEYS; without keys the gateway listens on
-loopback only. It keeps no state: run as many as you like behind a load balancer. With no
+on /v1/messages) with one of CODEXPOOL_GATEWAY_KEYS, of the keys file, or of the JetStream
+bucket CODEXPOOL_KEYS (codexpool keys add|set|revoke: applied within 1 s, no restart); without
+keys the gateway listens on loopback only. It keeps no state: run as many as you like behind a load balancer. With no
 CODEXPOOL_NATS_URL it connects to nats://127.0.0.1:4222 (a worker's embedded server; the
 gateway never starts one itself).
 
