@@ -170,12 +170,15 @@ func (a *KeyAdmin) List(ctx context.Context) ([]KeyEntry, error) {
 }
 
 // Seed adds each of keys (a keys file's) whose name has no entry and was never revoked; a name
-// that has one keeps it: the bucket wins. It returns the names added and those kept.
+// that has one keeps it: the bucket wins. It returns the names added and those kept. A name the
+// bucket cannot hold (CheckKeyName) is an error before anything is written.
 func (a *KeyAdmin) Seed(ctx context.Context, keys []Key) (added, kept []string, err error) {
-	for _, k := range keys {
+	for _, k := range keys { // every name first: a bad one changes nothing
 		if err := CheckKeyName(k.Name); err != nil {
-			return added, kept, err
+			return nil, nil, err
 		}
+	}
+	for _, k := range keys {
 		e := EntryOf(k)
 		e.Created, e.Updated, e.By = a.now().UTC(), a.now().UTC(), a.who
 		b, _ := json.Marshal(e)

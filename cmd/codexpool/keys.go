@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/hex"
 	"flag"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -120,8 +122,25 @@ func (kf *keyFlags) apply(e *gateway.KeyEntry) []string {
 	return fields
 }
 
+// keysArgs are a `codexpool keys` command line, parsed and checked.
+type keysArgs struct {
+	sub, name string // the subcommand and its NAME (seed: its FILE)
+	fs        *flags
+	natsURL   *string
+	kf        *keyFlags     // add and set
+	fileKeys  []gateway.Key // seed
+}
+
+var keysSynopsis = map[string]string{
+	"add":    "keys add NAME [--requests-per-minute N] [--tokens-per-5h N] [--tokens-per-day N] [--tokens-per-week N] [--max-concurrent N] [--models LIST] [--admin] [--secret-sha256 HEX]",
+	"set":    "keys set NAME [--requests-per-minute N] ... [--models LIST] [--admin=true|false] [--new-secret]",
+	"revoke": "keys revoke NAME",
+	"list":   "keys list",
+	"seed":   "keys seed FILE",
+}
+
 func runKeys(ctx context.Context, e env, args []string) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "-help" || args[0] == "help" {
+	if len(args) == 0 || slices.Contains([]string{"-h", "--help", "-help", "help"}, args[0]) {
 		fs := newFlags(e, "keys", "keys add|set|revoke|list|seed [NAME|FILE] [flags]", keysTrailer)
 		if len(args) == 0 {
 			fs.printUsage(e.stderr)
@@ -130,80 +149,15 @@ func runKeys(ctx context.Context, e env, args []string) error {
 		fs.printUsage(e.stdout)
 		return nil
 	}
-	sub, rest := args[0], args[1:]
-	synopsis := map[string]string{
-		"add":    "keys add NAME [--requests-per-minute N] [--tokens-per-5h N] [--tokens-per-day N] [--tokens-per-week N] [--max-concurrent N] [--models LIST] [--admin] [--secret-sha256 HEX]",
-		"set":    "keys set NAME [--requests-per-minute N] ... [--models LIST] [--admin=true|false] [--new-secret]",
-		"revoke": "keys revoke NAME",
-		"list":   "keys list",
-		"seed":   "keys seed FILE",
-	}[sub]
-	if synopsis == "" {
-		return exitError{code: 2, msg: fmt.Sprintf("keys: unknown subcommand %q (want add, set, revoke, list or seed; see codexpool keys --help)", sub)}
-	}
-	fs := newFlags(e, "keys", synopsis, keysTrailer)
-	fs.config = fs.String("config", "", "read settings from `FILE` (YAML, see codexpool.example.yaml); default $"+envPrefix+"_CONFIG")
-	natsURL := fs.String("nats", "", "NATS server `URL` (default $CODEXPOOL_NATS_URL, else "+nats.DefaultURL+")")
-	var kf *keyFlags
-	if sub == "add" || sub == "set" {
-		kf = addKeyFlags(fs, sub == "add")
-	}
-	// NAME may come before the flags (keys add alice --admin) or after them.
-	var name string
-	if len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
-		name, rest = rest[0], rest[1:]
-	}
-	if err := fs.parse(e, rest); err != nil {
-		return err
-	}
-	if name == "" && fs.NArg() > 0 {
-		name = fs.Arg(0)
-		rest = fs.Args()[1:]
-	} else {
-		rest = fs.Args()
-	}
-	switch {
-	case sub == "list" && (name != "" || len(rest) > 0):
-		return exitError{code: 2, msg: "keys list takes no arguments"}
-	case sub != "list" && name == "":
-		fs.printUsage(e.stderr)
-		return exitError{code: 2, msg: fmt.Sprintf("keys %s: give the key's %s", sub, map[bool]string{true: "keys file", false: "name"}[sub == "seed"])}
-	case len(rest) > 0:
-		return exitError{code: 2, msg: fmt.Sprintf("keys %s: unexpected arguments %q (flags go before or right after NAME)", sub, rest)}
-	}
-	if kf != nil {
-		kf.setByFlags = map[string]bool{}
-		fs.Visit(func(f *flag.Flag) {
-			if f.Name != "config" && f.Name != "nats" {
-				kf.setByFlags[f.Name] = true
-			}
-		})
-		if sub == "set" && len(kf.setByFlags) == 0 {
-			return exitError{code: 2, msg: "keys set: give at least one field to change (see codexpool keys set --help)"}
-		}
-	}
-	var fileKeys []gateway.Key
-	switch sub {
-	case "add", "set", "revoke":
-		if err := gateway.CheckKeyName(name); err != nil {
-			return exitError{code: 2, msg: fmt.Sprintf("keys %s: %v", sub, err)}
-		}
-	case "seed":
-		var err error
-		if fileKeys, err = gateway.LoadKeys(name); err != nil {
-			return fmt.Errorf("keys seed: %w", err)
-		}
-	}
-	if sub == "add" && *kf.digest != "" {
-		if b, err := hex.DecodeString(*kf.digest); err != nil || len(b) != 32 {
-			return exitError{code: 2, msg: "keys add: --secret-sha256: want the secret's SHA-256 as 64 hex digits"}
-		}
-	}
-	pool, err := loadPoolConfig(e, fs)
+	a, err := parseKeysArgs(e, args[0], args[1:])
 	if err != nil {
 		return err
 	}
-	nc, err := pool.dial(e.getenv, "codexpool keys", *natsURL)
+	pool, err := loadPoolConfig(e, a.fs)
+	if err != nil {
+		return err
+	}
+	nc, err := pool.dial(e.getenv, "codexpool keys", *a.natsURL)
 	if err != nil {
 		return fmt.Errorf("keys: %w", err)
 	}
@@ -218,18 +172,87 @@ func runKeys(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("keys: %w", err)
 	}
-	k := keysCmd{e: e, admin: admin, kf: kf}
-	switch sub {
+	k := keysCmd{e: e, admin: admin, kf: a.kf}
+	switch a.sub {
 	case "add":
-		return k.add(ctx, name)
+		return k.add(ctx, a.name)
 	case "set":
-		return k.set(ctx, name)
+		return k.set(ctx, a.name)
 	case "revoke":
-		return k.revoke(ctx, name)
+		return k.revoke(ctx, a.name)
 	case "seed":
-		return k.seed(ctx, fileKeys)
+		return k.seed(ctx, a.fileKeys)
 	}
 	return k.list(ctx)
+}
+
+// parseKeysArgs parses the flags and arguments of subcommand sub and checks them, so that a
+// bad command line fails before anything connects.
+func parseKeysArgs(e env, sub string, rest []string) (keysArgs, error) {
+	a := keysArgs{sub: sub}
+	synopsis := keysSynopsis[sub]
+	if synopsis == "" {
+		return a, exitError{code: 2, msg: fmt.Sprintf("keys: unknown subcommand %q (want add, set, revoke, list or seed; see codexpool keys --help)", sub)}
+	}
+	a.fs = newFlags(e, "keys", synopsis, keysTrailer)
+	a.fs.config = a.fs.String("config", "", "read settings from `FILE` (YAML, see codexpool.example.yaml); default $"+envPrefix+"_CONFIG")
+	a.natsURL = a.fs.String("nats", "", "NATS server `URL` (default $CODEXPOOL_NATS_URL, else "+nats.DefaultURL+")")
+	if sub == "add" || sub == "set" {
+		a.kf = addKeyFlags(a.fs, sub == "add")
+	}
+	// NAME may come before the flags (keys add alice --admin) or after them.
+	if len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
+		a.name, rest = rest[0], rest[1:]
+	}
+	if err := a.fs.parse(e, rest); err != nil {
+		return a, err
+	}
+	rest = a.fs.Args()
+	if a.name == "" && len(rest) > 0 {
+		a.name, rest = rest[0], rest[1:]
+	}
+	switch {
+	case sub == "list" && (a.name != "" || len(rest) > 0):
+		return a, exitError{code: 2, msg: "keys list takes no arguments"}
+	case sub != "list" && a.name == "":
+		a.fs.printUsage(e.stderr)
+		return a, exitError{code: 2, msg: fmt.Sprintf("keys %s: give the key's %s", sub, map[bool]string{true: "keys file", false: "name"}[sub == "seed"])}
+	case len(rest) > 0:
+		return a, exitError{code: 2, msg: fmt.Sprintf("keys %s: unexpected arguments %q (flags go before or right after NAME)", sub, rest)}
+	}
+	return a, a.check()
+}
+
+// check checks the name, the flags given, and reads the keys file of seed.
+func (a *keysArgs) check() error {
+	if a.kf != nil {
+		a.kf.setByFlags = map[string]bool{}
+		a.fs.Visit(func(f *flag.Flag) {
+			if f.Name != "config" && f.Name != "nats" {
+				a.kf.setByFlags[f.Name] = true
+			}
+		})
+		if a.sub == "set" && len(a.kf.setByFlags) == 0 {
+			return exitError{code: 2, msg: "keys set: give at least one field to change (see codexpool keys set --help)"}
+		}
+		if a.sub == "add" && *a.kf.digest != "" {
+			if b, err := hex.DecodeString(*a.kf.digest); err != nil || len(b) != sha256.Size {
+				return exitError{code: 2, msg: "keys add: --secret-sha256: want the secret's SHA-256 as 64 hex digits"}
+			}
+		}
+	}
+	switch a.sub {
+	case "add", "set", "revoke":
+		if err := gateway.CheckKeyName(a.name); err != nil {
+			return exitError{code: 2, msg: fmt.Sprintf("keys %s: %v", a.sub, err)}
+		}
+	case "seed":
+		var err error
+		if a.fileKeys, err = gateway.LoadKeys(a.name); err != nil {
+			return fmt.Errorf("keys seed: %w", err)
+		}
+	}
+	return nil
 }
 
 // keysCmd runs one `codexpool keys` subcommand against the bucket.

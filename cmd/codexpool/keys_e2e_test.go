@@ -122,13 +122,15 @@ func TestE2EKeyRevocation(t *testing.T) {
 		testutil.WaitFor(t, 5*time.Second, "the new key accepted by "+base, func() bool {
 			return modelsStatus(t, hc, base, secret) == http.StatusOK
 		})
+	}
+	t.Logf("the added key was accepted by both gateways %s after keys add returned", time.Since(added).Round(time.Microsecond))
+	for _, base := range []string{baseA, baseB} {
 		sdk := sdkClient(t, base, secret)
 		resp, err := sdk.Responses.New(ctx, sdkParams("hello with a live key"))
 		if err != nil || resp.OutputText() != codextest.Answer("hello with a live key", 4) {
 			t.Fatalf("generate through %s with the new key: %v", base, err)
 		}
 	}
-	t.Logf("the added key was accepted by both gateways %s after keys add returned", time.Since(added).Round(time.Millisecond))
 
 	// The bucket holds the digest, not the secret.
 	js, err := jetstream.New(c.nc)
@@ -295,5 +297,50 @@ func TestKeysCommandErrors(t *testing.T) {
 	}
 	if out, err := keys("--help"); err != nil || !strings.Contains(out, "keys revoke NAME") {
 		t.Errorf("keys --help: %v\n%s", err, out)
+	}
+}
+
+// TestKeysSeedCommand: `codexpool keys seed FILE` adds the keys file's keys the bucket lacks and
+// keeps those it has or revoked (the bucket wins); a name the bucket cannot hold is an error
+// naming it.
+func TestKeysSeedCommand(t *testing.T) {
+	c, _ := newJetStreamCluster(t, codextest.Options{})
+	getenv := envOf(map[string]string{"CODEXPOOL_NATS_URL": c.url, "HOME": t.TempDir()})
+	keys := func(args ...string) (string, error) {
+		var stdout, stderr bytes.Buffer
+		err := run(context.Background(), append([]string{"keys"}, args...), getenv, strings.NewReader(""), &stdout, &stderr)
+		return stdout.String() + stderr.String(), err
+	}
+	dir := t.TempDir()
+	file := dir + "/keys.yaml"
+	const secret = "sk-seeded-file-secret-7"
+	if err := os.WriteFile(file, []byte("keys:\n  - name: seeded\n    secret: "+secret+"\n    requests_per_minute: 5\n  - name: gone\n    secret: sk-gone-9\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"add", "gone"}, {"revoke", "gone"}} {
+		if out, err := keys(args...); err != nil {
+			t.Fatalf("keys %v: %v\n%s", args, err, out)
+		}
+	}
+	out, err := keys("seed", file)
+	if err != nil || !strings.Contains(out, `added "seeded"`) || !strings.Contains(out, `kept "gone"`) {
+		t.Fatalf("keys seed: %v\n%s\nwant seeded added, gone kept (revoked)", err, out)
+	}
+	if out, err := keys("seed", file); err != nil || !strings.Contains(out, `kept "seeded"`) {
+		t.Errorf("keys seed again: %v\n%s\nwant seeded kept", err, out)
+	}
+	list, _ := keys("list")
+	if !strings.Contains(list, "seeded") || !strings.Contains(list, "requests_per_minute=5") || strings.Contains(list, "gone") || strings.Contains(list, secret) {
+		t.Errorf("keys list after seeding:\n%s", list)
+	}
+	bad := dir + "/bad.yaml"
+	if err := os.WriteFile(bad, []byte("- name: fine\n  secret: sk-x-0\n- name: has space\n  secret: sk-x-1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := keys("seed", bad); err == nil || !strings.Contains(err.Error(), `"has space"`) {
+		t.Errorf("seeding a name the bucket cannot hold: %v, want an error naming it", err)
+	}
+	if list, _ := keys("list"); strings.Contains(list, "fine") {
+		t.Errorf("a seed that failed wrote a key:\n%s", list)
 	}
 }
