@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/codexpool/codexpool/queue/store"
@@ -59,7 +60,9 @@ const watchRetry = time.Second
 
 // WatchKeys reads the bucket's keys (ctx bounds that first read) and keeps watching it until
 // Stop. An entry that does not decode is logged and counts as revoked: its name accepts nothing.
-func WatchKeys(ctx context.Context, kv jetstream.KeyValue, log *slog.Logger) (*LiveKeys, error) {
+// nc is kv's connection: when it reconnects the watch starts again at once (the bucket is read
+// anew), rather than when the watcher's heartbeats time out; nil: no such restart.
+func WatchKeys(ctx context.Context, nc *nats.Conn, kv jetstream.KeyValue, log *slog.Logger) (*LiveKeys, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -72,7 +75,17 @@ func WatchKeys(ctx context.Context, kv jetstream.KeyValue, log *slog.Logger) (*L
 		return nil, err
 	}
 	l.cancel = cancel
-	go l.run(wctx, kv, w, entries)
+	var reconnected chan nats.Status // nil without nc: never ready
+	if nc != nil {
+		reconnected = nc.StatusChanged(nats.CONNECTED)
+	}
+	go func() {
+		l.run(wctx, kv, w, entries, reconnected)
+		if nc != nil {
+			nc.RemoveStatusListener(reconnected)
+		}
+		close(l.done)
+	}()
 	return l, nil
 }
 
@@ -122,21 +135,24 @@ func (l *LiveKeys) load(ctx, wctx context.Context, kv jetstream.KeyValue) (jetst
 }
 
 // run applies each change until wctx is done; a watcher that ends on its own is started again
-// (the whole bucket is then read anew).
-func (l *LiveKeys) run(wctx context.Context, kv jetstream.KeyValue, w jetstream.KeyWatcher, entries map[string]*Key) {
-	defer close(l.done)
+// after watchRetry, and at once when the connection is back (the whole bucket is then read anew).
+func (l *LiveKeys) run(wctx context.Context, kv jetstream.KeyValue, w jetstream.KeyWatcher, entries map[string]*Key, reconnected <-chan nats.Status) {
 	for {
+		now := false
 		if w != nil {
-			l.follow(wctx, w, entries)
+			now = l.follow(wctx, w, entries, reconnected)
 			_ = w.Stop()
 		}
 		if wctx.Err() != nil {
 			return
 		}
-		select {
-		case <-wctx.Done():
-			return
-		case <-time.After(watchRetry):
+		if !now {
+			select {
+			case <-wctx.Done():
+				return
+			case <-reconnected:
+			case <-time.After(watchRetry):
+			}
 		}
 		var err error
 		rctx, cancel := context.WithTimeout(wctx, 30*time.Second)
@@ -148,21 +164,25 @@ func (l *LiveKeys) run(wctx context.Context, kv jetstream.KeyValue, w jetstream.
 	}
 }
 
-// follow applies the watcher's changes until it ends or wctx is done.
-func (l *LiveKeys) follow(wctx context.Context, w jetstream.KeyWatcher, entries map[string]*Key) {
+// follow applies the watcher's changes until it ends, wctx is done, or the connection is back
+// (then it reports true: watch again now).
+func (l *LiveKeys) follow(wctx context.Context, w jetstream.KeyWatcher, entries map[string]*Key, reconnected <-chan nats.Status) bool {
 	for {
 		select {
 		case e, ok := <-w.Updates():
 			if !ok {
-				return
+				return false
 			}
 			if e == nil {
 				continue
 			}
 			l.apply(entries, e)
 			l.publish(entries)
+		case <-reconnected:
+			l.log.Info("keys: NATS reconnected; reading the bucket again")
+			return true
 		case <-wctx.Done():
-			return
+			return false
 		}
 	}
 }

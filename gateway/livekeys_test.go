@@ -74,7 +74,7 @@ func newKeysPool(t *testing.T, ns *server.Server, cfg gateway.Config) *keysPool 
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewJSONHandler(p.logs, nil))
-	if p.live, err = gateway.WatchKeys(ctx, kv, log); err != nil {
+	if p.live, err = gateway.WatchKeys(ctx, gnc, kv, log); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(p.live.Stop)
@@ -358,4 +358,41 @@ func auditRecords(t *testing.T, ctx context.Context, js jetstream.JetStream) []g
 		out = append(out, r)
 	}
 	return out
+}
+
+// TestLiveKeysAcrossServerRestart: the gateway's watcher outlives a restart of the NATS server
+// (same address, same store): a key added after it comes back is accepted without a restart of
+// the gateway.
+func TestLiveKeysAcrossServerRestart(t *testing.T) {
+	dir := t.TempDir()
+	ns := startJetStream(t, dir)
+	addr := ns.Addr().String()
+	p := newKeysPool(t, ns, gateway.Config{Keys: []string{key}})
+	ns.Shutdown()
+	ns.WaitForShutdown()
+	ns2, err := embedded.Start(addr, nil, embedded.WithJetStream(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ns2.Shutdown(); ns2.WaitForShutdown() })
+	ctx := ctxT(t, waitTimeout)
+	js, err := jetstream.New(connect(t, ns2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := gateway.OpenKeyAdmin(ctx, js, "tester@test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := gateway.NewSecret()
+	if err := admin.Add(ctx, gateway.Key{Name: "after", SHA256: gateway.Digest(secret)}); err != nil {
+		t.Fatal(err)
+	}
+	d := p.waitStatus(t, "/v1/models", secret, http.StatusOK)
+	t.Logf("a key added after the server's restart was accepted after %s", d)
+	// The connection waits 2 s (nats.DefaultReconnectWait) before it reconnects; the watcher's
+	// own heartbeat timeout would take 10 s and more.
+	if d > 5*time.Second {
+		t.Errorf("the key was accepted after %s, want it soon after the reconnection", d)
+	}
 }

@@ -501,7 +501,7 @@ func (m *gatewayMain) watchKeys(ctx context.Context) (func(), error) {
 	kv, err := gateway.OpenKeysBucket(sctx, js)
 	var live *gateway.LiveKeys
 	if err == nil {
-		live, err = gateway.WatchKeys(sctx, kv, m.log)
+		live, err = gateway.WatchKeys(sctx, m.nc, kv, m.log)
 	}
 	if err != nil {
 		if ctx.Err() != nil {

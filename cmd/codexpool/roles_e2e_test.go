@@ -355,7 +355,7 @@ func gatewayWatchesKeys(t *testing.T, nc *nats.Conn) {
 	if err != nil {
 		t.Fatalf("the gateway role opens the keys bucket: %v", err)
 	}
-	live, err := gateway.WatchKeys(ctx, kv, nil)
+	live, err := gateway.WatchKeys(ctx, nc, kv, nil)
 	if err != nil {
 		t.Fatalf("the gateway role watches the keys bucket: %v", err)
 	}
