@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -394,5 +395,36 @@ func TestLiveKeysAcrossServerRestart(t *testing.T) {
 	// own heartbeat timeout would take 10 s and more.
 	if d > 5*time.Second {
 		t.Errorf("the key was accepted after %s, want it soon after the reconnection", d)
+	}
+}
+
+// TestLiveKeysRevokeEndsWebSocket: a WebSocket opened with a key does not outlive its
+// revocation: the next frame is answered with a close (1008) and no turn runs.
+func TestLiveKeysRevokeEndsWebSocket(t *testing.T) {
+	ns := startJetStream(t, t.TempDir())
+	p := newKeysPool(t, ns, gateway.Config{Keys: []string{key}})
+	ctx := ctxT(t, waitTimeout)
+	secret := gateway.NewSecret()
+	if err := p.admin.Add(ctx, gateway.Key{Name: "ws", SHA256: gateway.Digest(secret)}); err != nil {
+		t.Fatal(err)
+	}
+	p.waitStatus(t, "/v1/models", secret, http.StatusOK)
+	ws, _, err := websocket.DefaultDialer.DialContext(ctx, "ws"+strings.TrimPrefix(p.url, "http")+"/v1/responses",
+		http.Header{"Authorization": {"Bearer " + secret}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	if err := p.admin.Revoke(ctx, "ws"); err != nil {
+		t.Fatal(err)
+	}
+	p.waitStatus(t, "/v1/models", secret, http.StatusUnauthorized)
+	if err := ws.WriteMessage(websocket.TextMessage, []byte(`{"type":"response.create","input":"hello"}`)); err != nil {
+		t.Fatal(err)
+	}
+	_ = ws.SetReadDeadline(time.Now().Add(waitTimeout))
+	_, msg, err := ws.ReadMessage()
+	if !websocket.IsCloseError(err, websocket.ClosePolicyViolation) {
+		t.Fatalf("after the revocation the socket answered %s, %v; want a close 1008", msg, err)
 	}
 }

@@ -106,6 +106,9 @@ func (s *wsSession) serve(parent context.Context) int {
 		case <-ctx.Done():
 			return n
 		case f := <-frames:
+			if s.revoked() {
+				return n
+			}
 			ran, alive := s.frame(ctx, f)
 			if ran {
 				n++
@@ -115,6 +118,19 @@ func (s *wsSession) serve(parent context.Context) int {
 			}
 		}
 	}
+}
+
+// revoked reports whether the key that opened the socket is no longer accepted (revoked in the
+// keys bucket, or the gateway now asks for keys); then it tells the client with a close frame
+// (1008, policy violation), and the session ends before the next turn.
+func (s *wsSession) revoked() bool {
+	ks := s.g.keys.now()
+	if !ks.keyed || ks.ring.match(s.owner) != nil {
+		return false
+	}
+	msg := websocket.FormatCloseMessage(websocket.ClosePolicyViolation, "gateway: the key was revoked")
+	_ = s.ws.WriteControl(websocket.CloseMessage, msg, time.Now().Add(s.g.cfg.WriteTimeout))
+	return true
 }
 
 // ping sends a ping every Config.KeepAlive until ctx is done, so that proxies keep an idle
