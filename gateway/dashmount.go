@@ -17,7 +17,7 @@ func (g *Gateway) dashboard(w http.ResponseWriter, r *http.Request) outcome {
 	if g.cfg.Dashboard == nil {
 		return g.notFound(w, r)
 	}
-	if len(g.keys) == 0 {
+	if !g.keys.now().keyed {
 		if a := localOnly(r); a != nil {
 			a.write(w)
 			return failed(a)
@@ -55,7 +55,7 @@ func (g *Gateway) dashboardKey(r *http.Request) bool {
 	if tok == "" {
 		return false
 	}
-	return g.keys.match(sha256.Sum256([]byte(tok))) != nil
+	return g.keys.now().ring.match(sha256.Sum256([]byte(tok))) != nil
 }
 
 // statusRecorder keeps the status a handler wrote, for the log line.

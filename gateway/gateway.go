@@ -39,6 +39,11 @@ type Config struct {
 	// ClientKeys are keys with names, limits and rights (the keys file, see ParseKeys),
 	// accepted next to Keys. Keys and ClientKeys both empty means no authentication.
 	ClientKeys []Key
+	// LiveKeys are the keys of the keys bucket (WatchKeys), accepted next to Keys and ClientKeys
+	// and applied as they change: an entry replaces the ClientKeys key of the same name, and a
+	// revoked name revokes it too. Once the bucket has held an entry the gateway asks for keys,
+	// even after the last one is revoked. Nil: none.
+	LiveKeys *LiveKeys
 	// Meter records each request's usage and enforces the keys' limits; nil: neither.
 	Meter Meter
 	// Quota is the pool's usage, sent as x-codex-primary-* / x-codex-secondary-* headers on
@@ -107,7 +112,7 @@ type Gateway struct {
 	nc     *nats.Conn
 	cfg    Config
 	log    *slog.Logger
-	keys   keyring
+	keys   *keys // keys.go
 	tracer trace.Tracer
 	recent recentLog // recent.go
 
@@ -153,10 +158,7 @@ func New(cl *client.Client, nc *nats.Conn, cfg Config) *Gateway {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	g := &Gateway{cl: cl, nc: nc, cfg: cfg, log: cfg.Logger.With("component", "gateway"), tracer: tracing.Tracer(cfg.TracerProvider)}
-	for _, k := range cfg.Keys {
-		g.keys = append(g.keys, plainKey(k))
-	}
-	g.keys = append(g.keys, cfg.ClientKeys...)
+	g.keys = newKeys(cfg.Keys, cfg.ClientKeys, cfg.LiveKeys)
 	g.models = modelList(cfg.Models)
 	g.mux = g.routes()
 	return g
@@ -262,14 +264,15 @@ func (g *Gateway) methodNotAllowed(w http.ResponseWriter, r *http.Request, allow
 // compared in constant time on SHA-256 digests (see keyring.match). Without keys every request
 // is the zero owner's.
 func (g *Gateway) authorize(r *http.Request) (owner, *Key, bool) {
-	if len(g.keys) == 0 {
+	ks := g.keys.now()
+	if !ks.keyed {
 		return owner{}, nil, true
 	}
 	sum, found := bearer(r)
 	if k := r.Header.Get("X-Api-Key"); !found && k != "" && anthropicPath(r.URL.Path) {
 		sum, found = sha256.Sum256([]byte(k)), true
 	}
-	k := g.keys.match(sum)
+	k := ks.ring.match(sum)
 	if !found || k == nil {
 		return owner{}, nil, false
 	}

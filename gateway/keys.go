@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/codexpool/codexpool/internal/usage"
 )
@@ -62,4 +63,51 @@ func bearer(r *http.Request) ([sha256.Size]byte, bool) {
 	scheme, tok, found := strings.Cut(r.Header.Get("Authorization"), " ")
 	sum := sha256.Sum256([]byte(strings.TrimSpace(tok)))
 	return sum, found && strings.EqualFold(scheme, "Bearer")
+}
+
+// keys are the keys a Gateway accepts: those of its Config, and those of the bucket as they
+// change.
+type keys struct {
+	static keyring // Config.Keys, then Config.ClientKeys
+	live   *LiveKeys
+	cached atomic.Pointer[keyset] // static merged with the live set it was made from
+}
+
+// keyset is the keys accepted at one moment; it never changes once made.
+type keyset struct {
+	ring  keyring
+	keyed bool     // ask for a key (else every caller is let in, loopback only)
+	from  *liveSet // the live state it was made from
+}
+
+func newKeys(plain []string, client []Key, live *LiveKeys) *keys {
+	ks := &keys{live: live}
+	for _, k := range plain {
+		ks.static = append(ks.static, plainKey(k))
+	}
+	ks.static = append(ks.static, client...)
+	ks.cached.Store(&keyset{ring: ks.static, keyed: len(ks.static) > 0})
+	return ks
+}
+
+// now returns the keys accepted now: made again only when the bucket changed.
+func (ks *keys) now() *keyset {
+	cur := ks.cached.Load()
+	if ks.live == nil {
+		return cur
+	}
+	s := ks.live.cur.Load()
+	if cur.from == s {
+		return cur
+	}
+	ring := make(keyring, 0, len(ks.static)+len(s.keys))
+	for _, k := range ks.static {
+		if _, inBucket := s.names[k.Name]; !inBucket {
+			ring = append(ring, k)
+		}
+	}
+	ring = append(ring, s.keys...)
+	next := &keyset{ring: ring, keyed: len(ks.static) > 0 || s.keyed, from: s}
+	ks.cached.Store(next) // two requests racing here make the same set
+	return next
 }

@@ -103,7 +103,7 @@ func (g *Gateway) refuse(gd guard, r *http.Request, c call) *apiError {
 	switch {
 	case gd == guardNone:
 		return nil
-	case len(g.keys) == 0:
+	case !g.keys.now().keyed:
 		return localOnly(r)
 	case c.authed:
 		return nil

@@ -168,7 +168,7 @@ func (g *Gateway) recordBackground(ctx context.Context, id string, body []byte) 
 // to this machine): the usage report as JSON.
 func (g *Gateway) getUsage(w http.ResponseWriter, r *http.Request, k *Key) outcome {
 	fail := func(a *apiError) outcome { a.write(w); return failed(a) }
-	if len(g.keys) > 0 && (k == nil || !k.Admin) {
+	if g.keys.now().keyed && (k == nil || !k.Admin) {
 		return fail(newAPIError(http.StatusForbidden, CodeForbidden, "", "GET /v1/usage needs an admin key (admin: true in the keys file)"))
 	}
 	if g.cfg.Meter == nil {

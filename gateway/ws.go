@@ -44,7 +44,7 @@ func isWebSocket(r *http.Request) bool { return websocket.IsWebSocketUpgrade(r) 
 // serveWS upgrades r and serves the socket until the client closes it.
 func (g *Gateway) serveWS(w http.ResponseWriter, r *http.Request, c call) outcome {
 	up := websocket.Upgrader{
-		CheckOrigin:       func(r *http.Request) bool { return len(g.keys) == 0 || sameOrigin(r) },
+		CheckOrigin:       func(r *http.Request) bool { return !g.keys.now().keyed || sameOrigin(r) },
 		EnableCompression: true,
 	}
 	ws, err := up.Upgrade(w, r, nil)
@@ -110,6 +110,9 @@ func (s *wsSession) serve(parent context.Context) int {
 		case <-ctx.Done():
 			return n
 		case f := <-frames:
+			if s.revoked() {
+				return n
+			}
 			ran, alive := s.frame(ctx, f)
 			if ran {
 				n++
@@ -119,6 +122,19 @@ func (s *wsSession) serve(parent context.Context) int {
 			}
 		}
 	}
+}
+
+// revoked reports whether the key that opened the socket is no longer accepted (revoked in the
+// keys bucket, or the gateway now asks for keys); then it tells the client with a close frame
+// (1008, policy violation), and the session ends before the next turn.
+func (s *wsSession) revoked() bool {
+	ks := s.g.keys.now()
+	if !ks.keyed || ks.ring.match(s.owner) != nil {
+		return false
+	}
+	msg := websocket.FormatCloseMessage(websocket.ClosePolicyViolation, "gateway: the key was revoked")
+	_ = s.ws.WriteControl(websocket.CloseMessage, msg, time.Now().Add(s.g.cfg.WriteTimeout))
+	return true
 }
 
 // ping sends a ping every Config.KeepAlive until ctx is done, so that proxies keep an idle

@@ -107,7 +107,7 @@ func TestComposeFile(t *testing.T) {
 }
 
 // natsConfigured checks that compose's NATS server runs the config that turns JetStream on and
-// admits only the three roles.
+// admits only the four roles.
 func natsConfigured(t *testing.T, command []string) {
 	t.Helper()
 	if !slices.Equal(command, []string{"--config", "/etc/nats/nats-compose.conf"}) {

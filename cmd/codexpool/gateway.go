@@ -34,8 +34,9 @@ POST /v1/responses (JSON, or server-sent events with "stream": true; "background
 durable job), GET /v1/responses/{id}, POST /v1/chat/completions, POST /v1/messages,
 POST /v1/messages/count_tokens, GET /v1/models, GET /healthz, GET /readyz, and a live operator
 page, GET /dashboard (docs/dashboard.md). Clients send Authorization: Bearer <key> (or x-api-key
-on /v1/messages) with one of CODEXPOOL_GATEWAY_KEYS; without keys the gateway listens on
-loopback only. It keeps no state: run as many as you like behind a load balancer. With no
+on /v1/messages) with one of CODEXPOOL_GATEWAY_KEYS, of the keys file, or of the JetStream
+bucket CODEXPOOL_KEYS (codexpool keys add|set|revoke: applied within 1 s, no restart); without
+keys the gateway listens on loopback only. It keeps no state: run as many as you like behind a load balancer. With no
 CODEXPOOL_NATS_URL it connects to nats://127.0.0.1:4222 (a worker's embedded server; the
 gateway never starts one itself).
 
@@ -233,6 +234,7 @@ type gatewayMain struct {
 	cfg        gatewayConfig
 	keys       []string
 	clientKeys []gateway.Key     // the keys file's
+	liveKeys   *gateway.LiveKeys // the keys bucket's; nil without JetStream
 	usage      *usagestore.Store // nil: accounting off
 	quota      *gateway.QuotaPoller
 	log        *slog.Logger
@@ -267,7 +269,7 @@ func newGatewayMain(e env, cfg gatewayConfig, keys []string) (*gatewayMain, erro
 // Run starts the gateway; it serves when Run returns nil, until Close or until Serve fails
 // (served).
 func (m *gatewayMain) Run(ctx context.Context) error {
-	for _, step := range []func(context.Context) (func(), error){m.startTracing, m.connect, m.openUsage, m.pollQuota, m.listen, m.serve} {
+	for _, step := range []func(context.Context) (func(), error){m.startTracing, m.connect, m.watchKeys, m.openUsage, m.pollQuota, m.listen, m.serve} {
 		undo, err := step(ctx)
 		if err != nil {
 			m.undo()
@@ -364,6 +366,7 @@ func (m *gatewayMain) serve(context.Context) (func(), error) {
 		Jobs:            jobs,
 		Keys:            m.keys,
 		ClientKeys:      m.clientKeys,
+		LiveKeys:        m.liveKeys,
 		Meter:           m.meter(),
 		Quota:           m.quota,
 		Models:          cfg.models(),
@@ -380,7 +383,8 @@ func (m *gatewayMain) serve(context.Context) (func(), error) {
 	m.srv.ErrorLog = slog.NewLogLogger(m.log.Handler(), slog.LevelWarn)
 	go func() { m.served <- m.srv.Serve(m.ln) }()
 	m.log.Info("gateway listening", "addr", m.ln.Addr().String(), "nats", m.nc.ConnectedUrlRedacted(), "subject", cfg.Subject,
-		"auth", len(m.keys)+len(m.clientKeys) > 0, "keys", len(m.keys)+len(m.clientKeys), "usage", m.usage != nil, "models", cfg.models())
+		"auth", len(m.keys)+len(m.clientKeys)+m.liveKeyCount() > 0, "keys", len(m.keys)+len(m.clientKeys), "bucket_keys", m.liveKeyCount(),
+		"usage", m.usage != nil, "models", cfg.models())
 	return runDashboard(dash), nil
 }
 
@@ -494,6 +498,48 @@ func (m *gatewayMain) openUsage(ctx context.Context) (func(), error) {
 			m.log.Warn("usage records", "error", err)
 		}
 	}, nil
+}
+
+// watchKeys reads and watches the keys bucket (CODEXPOOL_KEYS, `codexpool keys`) when the server
+// has JetStream, so a key added, changed or revoked there applies at once. A gateway that cannot
+// read it (no JetStream, or a NATS user without the gateway role's rights to it) serves with its
+// configured keys and says so.
+func (m *gatewayMain) watchKeys(ctx context.Context) (func(), error) {
+	if on, _ := m.nc.ConnectedServerJetStream(); !on {
+		m.log.Info("keys bucket off: the NATS server has no JetStream; keys come from the settings only")
+		return nil, nil
+	}
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	js, err := jetstream.New(m.nc)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: keys bucket: %w", err)
+	}
+	kv, err := gateway.OpenKeysBucket(sctx, js)
+	var live *gateway.LiveKeys
+	if err == nil {
+		live, err = gateway.WatchKeys(sctx, m.nc, kv, m.log)
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		m.log.Warn("keys bucket not read: keys come from the settings only (grant the gateway role's rights to "+gateway.KeysBucket+")",
+			"bucket", gateway.KeysBucket, "error", err)
+		return nil, nil
+	}
+	m.liveKeys = live
+	if live.Limited() && !m.cfg.Usage {
+		m.log.Warn("keys of the bucket set limits, which need " + envPrefix + "_GATEWAY_USAGE=true: they are not enforced")
+	}
+	return live.Stop, nil
+}
+
+func (m *gatewayMain) liveKeyCount() int {
+	if m.liveKeys == nil {
+		return 0
+	}
+	return m.liveKeys.Len()
 }
 
 // meter is the gateway's Meter: the usage store, or nil when accounting is off.

@@ -16,12 +16,13 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/codexpool/codexpool/gateway"
 	"github.com/codexpool/codexpool/internal/testutil"
 	"github.com/codexpool/codexpool/queue/client"
 	"github.com/codexpool/codexpool/worker/codextest"
 )
 
-// rolesFile is the nats-server configuration docs/security.md shows for the three roles.
+// rolesFile is the nats-server configuration docs/security.md shows for the four roles.
 const rolesFile = "../../docs/nats-roles.conf"
 
 // violations collects a connection's permission errors.
@@ -59,15 +60,15 @@ func (v *violations) waitFor(t *testing.T, subject string) {
 // user of the test's own that sets up and inspects what the roles must not touch.
 func startRolesServer(t *testing.T) *server.Server {
 	t.Helper()
-	for _, r := range []string{"WORKER", "CLIENT", "GATEWAY"} {
+	for _, r := range []string{"WORKER", "CLIENT", "GATEWAY", "OPERATOR"} {
 		t.Setenv("NATS_"+r+"_PASSWORD", strings.ToLower(r)+"-pw")
 	}
 	opts, err := server.ProcessConfigFile(rolesFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(opts.Users) != 3 {
-		t.Fatalf("%s has %d users, want worker, client and gateway", rolesFile, len(opts.Users))
+	if len(opts.Users) != 4 {
+		t.Fatalf("%s has %d users, want worker, client, gateway and operator", rolesFile, len(opts.Users))
 	}
 	for _, u := range opts.Users {
 		for _, s := range append(u.Permissions.Publish.Allow, u.Permissions.Subscribe.Allow...) {
@@ -143,17 +144,41 @@ func TestE2ERoles(t *testing.T) {
 		return n > 0
 	})
 
+	// The operator role manages the keys with the real command; the bucket and the audit stream
+	// are created under it.
+	secret := operatorKeys(t, ns.ClientURL(), "add", "planted-key", "--admin")
+	operatorKeys(t, ns.ClientURL(), "set", "planted-key", "--models", "gpt-5.1-codex")
+	operatorKeys(t, ns.ClientURL(), "list")
 	for _, role := range []string{"client", "gateway"} {
 		t.Run(role, func(t *testing.T) {
 			var v violations
 			nc := connectAs(t, ns.ClientURL(), role, &v)
 			rolesCanWork(t, nc, role)
+			if role == "gateway" {
+				gatewayWatchesKeys(t, nc)
+			}
 			if errs := v.all(); len(errs) > 0 {
 				t.Fatalf("the %s role's own work hit errors: %v", role, errs)
 			}
 			rolesCannot(t, nc, &v, js)
+			keysCannot(t, nc, &v, role, js, secret)
 		})
 	}
+	t.Run("operator", func(t *testing.T) {
+		var v violations
+		nc := connectAs(t, ns.ClientURL(), "operator", &v)
+		for _, subject := range []string{
+			"codex.generate", "codex.jobs.submit", "$KV.CODEXPOOL_CREDENTIALS.login_planted", "$KV.CODEXPOOL_RESULTS.forged",
+			"$JS.API.STREAM.INFO.KV_CODEXPOOL_CREDENTIALS", "$JS.API.STREAM.LIST",
+			"$JS.API.STREAM.PURGE.KV_CODEXPOOL_KEYS", "$JS.API.STREAM.DELETE.KV_CODEXPOOL_KEYS",
+			"$JS.API.STREAM.PURGE.CODEXPOOL_AUDIT", "$JS.API.STREAM.DELETE.CODEXPOOL_AUDIT", "$JS.API.STREAM.MSG.DELETE.CODEXPOOL_AUDIT",
+		} {
+			if err := nc.PublishRequest(subject, nc.NewRespInbox(), []byte("{}")); err != nil {
+				t.Fatal(err)
+			}
+			v.waitFor(t, subject)
+		}
+	})
 	if errs := workerV.all(); len(errs) > 0 {
 		t.Errorf("client errors: %v", errs)
 	}
@@ -297,6 +322,96 @@ func rolesCannot(t *testing.T, nc *nats.Conn, v *violations, admin jetstream.Jet
 	}
 	if _, err := admin.Consumer(ctx, "CODEXPOOL_JOBS", "codexpool"); err != nil {
 		t.Errorf("the jobs consumer after the attempts: %v", err)
+	}
+}
+
+// operatorKeys runs `codexpool keys args...` under the operator role and returns its stdout.
+func operatorKeys(t *testing.T, url string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(binPath, append([]string{"keys"}, args...)...)
+	cmd.Env = []string{"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH"), "CODEXPOOL_NATS_URL=" + url,
+		"CODEXPOOL_NATS_USER=operator", "CODEXPOOL_NATS_PASSWORD=operator-pw"}
+	out, err := cmd.Output()
+	if err != nil {
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("codexpool keys %v as the operator role: %v\n%s%s", args, err, out, stderr)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// gatewayWatchesKeys: under the gateway role, the keys bucket opens and its watcher reads the
+// operator's key.
+func gatewayWatchesKeys(t *testing.T, nc *nats.Conn) {
+	t.Helper()
+	ctx := ctxT(t, 30*time.Second)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := gateway.OpenKeysBucket(ctx, js)
+	if err != nil {
+		t.Fatalf("the gateway role opens the keys bucket: %v", err)
+	}
+	live, err := gateway.WatchKeys(ctx, nc, kv, nil)
+	if err != nil {
+		t.Fatalf("the gateway role watches the keys bucket: %v", err)
+	}
+	defer live.Stop()
+	if live.Len() != 1 {
+		t.Errorf("the gateway role's watcher read %d keys, want the operator's 1", live.Len())
+	}
+}
+
+// keysCannot: neither the client nor the gateway role may write the keys bucket or the audit
+// stream (the client may not even read the bucket), and the attempts change nothing.
+func keysCannot(t *testing.T, nc *nats.Conn, v *violations, role string, admin jetstream.JetStream, secret string) {
+	t.Helper()
+	ctx := ctxT(t, time.Minute)
+	subjects := []string{
+		"$KV.CODEXPOOL_KEYS.planted-key", "$KV.CODEXPOOL_KEYS.forged",
+		"$JS.API.STREAM.PURGE.KV_CODEXPOOL_KEYS", "$JS.API.STREAM.DELETE.KV_CODEXPOOL_KEYS",
+		"$JS.API.STREAM.UPDATE.KV_CODEXPOOL_KEYS", "$JS.API.STREAM.MSG.DELETE.KV_CODEXPOOL_KEYS",
+		"codexpool.audit.keys", "$JS.API.STREAM.INFO.CODEXPOOL_AUDIT", "$JS.API.STREAM.PURGE.CODEXPOOL_AUDIT",
+		"$JS.API.STREAM.DELETE.CODEXPOOL_AUDIT", "$JS.API.STREAM.MSG.GET.CODEXPOOL_AUDIT",
+		"$JS.API.CONSUMER.CREATE.CODEXPOOL_AUDIT.spy",
+	}
+	if role == "client" {
+		subjects = append(subjects, "$JS.API.STREAM.INFO.KV_CODEXPOOL_KEYS",
+			"$JS.API.CONSUMER.CREATE.KV_CODEXPOOL_KEYS.spy", "$JS.API.DIRECT.GET.KV_CODEXPOOL_KEYS.$KV.CODEXPOOL_KEYS.planted-key")
+	}
+	for _, subject := range subjects {
+		if err := nc.PublishRequest(subject, nc.NewRespInbox(), []byte(`{"name":"forged","secret_sha256":"00"}`)); err != nil {
+			t.Fatal(err)
+		}
+		v.waitFor(t, subject)
+	}
+	kv, err := admin.KeyValue(ctx, "CODEXPOOL_KEYS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := kv.Get(ctx, "planted-key")
+	if err != nil {
+		t.Fatalf("the operator's key after the %s role's attempts: %v", role, err)
+	}
+	var entry gateway.KeyEntry
+	if err := json.Unmarshal(e.Value(), &entry); err != nil || !entry.Admin || len(entry.Models) != 1 || e.Revision() != 2 {
+		t.Errorf("the operator's key after the %s role's attempts: %s (revision %d), want it as the operator left it", role, e.Value(), e.Revision())
+	}
+	if strings.Contains(string(e.Value()), secret) {
+		t.Error("the keys bucket holds the secret")
+	}
+	if _, err := kv.Get(ctx, "forged"); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Errorf("a forged key exists: %v", err)
+	}
+	audit, err := admin.Stream(ctx, "CODEXPOOL_AUDIT")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, err := audit.Info(ctx); err != nil || info.State.Msgs != 2 {
+		t.Errorf("audit stream after the %s role's attempts: %+v, %v; want the operator's 2 records", role, info, err)
 	}
 }
 

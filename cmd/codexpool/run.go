@@ -49,6 +49,7 @@ Commands:
   batch    submit every line of a JSONL file as a durable job and write the results (resumable)
   jobs     the durable jobs backlog: pending, in progress, redelivered, finished, failed
   usage    requests and tokens per client key or account, per hour (from the gateways' records)
+  keys     the gateways' client keys, live: add (prints the secret once), set, revoke, list, seed
   gateway  serve the OpenAI and Anthropic APIs over HTTP in front of the pool (SDKs, Codex CLI, Claude Code)
   config   print the effective settings, each with its source (--example: a sample codexpool.yaml)
   version  print the version
@@ -99,6 +100,8 @@ func (e env) run(ctx context.Context, args []string) error {
 		err = runJobs(ctx, e, rest)
 	case "usage":
 		err = runUsage(ctx, e, rest)
+	case "keys":
+		err = runKeys(ctx, e, rest)
 	case "gateway":
 		err = runGateway(ctx, e, rest)
 	case "config":

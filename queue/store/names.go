@@ -13,4 +13,7 @@ const (
 	LeasesBucket      = "CODEXPOOL_ACCOUNT_SLOTS"    // accounts' concurrency slots (memory)
 	UsageStream       = "CODEXPOOL_USAGE"            // the gateway's usage records
 	LimitsBucket      = "CODEXPOOL_LIMITS"           // per-key limit state
+	KeysBucket        = "CODEXPOOL_KEYS"             // the gateways' client keys, as SHA-256 digests
+	AuditStream       = "CODEXPOOL_AUDIT"            // who changed what, when (the keys' changes)
+	AuditSubject      = "codexpool.audit.keys"       // the subject of the keys' audit records
 )
