@@ -41,7 +41,9 @@
 // 2) is answered at once with 429 worker_busy, which the Go client retries with
 // jittered backoff. So a pool with free capacity absorbs a full worker's excess at the cost of a
 // republish, and a pool that is full everywhere answers within milliseconds instead of letting
-// requests time out.
+// requests time out. The same holds for a request the Generator, when it is an Admitter, has no
+// room for (a worker owning as many sessions as it may, all in a turn): it is handed back, and
+// after MaxHops answered with the Admitter's 429 worker_busy and its retry time.
 //
 // A worker that is shutting down treats new arrivals the same way (it first stops its subscription,
 // so only messages already on their way reach it), with 503 unavailable instead of 429. When no other

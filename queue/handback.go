@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 
 	"github.com/nats-io/nats.go"
@@ -13,15 +14,20 @@ import (
 
 // handBack gives a request this worker cannot take (it is full, or draining) back to the queue
 // group with Codex-Hops one higher, or answers it at once when it has been handed back MaxHops
-// times: 429 worker_busy, or 503 unavailable while draining. It is called with drain.mu read-held
-// and releases it.
-func (s *Service) handBack(req micro.Request, hdr nats.Header, reply, id string, draining bool) {
+// times: 429 worker_busy (busy, the Admitter's answer, when it refused the request), or 503
+// unavailable while draining. It is called with drain.mu read-held and releases it.
+func (s *Service) handBack(req micro.Request, hdr nats.Header, reply, id string, draining bool, busy *schemas.Error) {
 	hops, _ := strconv.Atoi(hdr.Get(schemas.HeaderHops))
 	hops = max(hops, 0) // a negative count must not buy extra rounds
 	if hops >= s.cfg.MaxHops {
 		s.drain.mu.RUnlock()
 		if draining {
 			s.refuse(req, id, remoteParent(hdr), schemas.Errorf(schemas.CodeUnavailable, "worker %s is shutting down", s.cfg.WorkerID))
+		} else if busy != nil {
+			s.st.busy.Add(1)
+			e := *busy
+			e.Message = fmt.Sprintf("%s; the request was handed back %d times", e.Message, hops)
+			s.refuse(req, id, remoteParent(hdr), &e)
 		} else {
 			s.st.busy.Add(1)
 			s.refuse(req, id, remoteParent(hdr), schemas.Errorf(schemas.CodeWorkerBusy,

@@ -45,24 +45,45 @@ func (s *Service) handle(req micro.Request) {
 	a.req.ID = id
 	s.drain.mu.RLock()
 	draining := s.drain.draining
-	if !draining && s.start(a, received) {
-		s.drain.mu.RUnlock()
-		return
+	var busy *schemas.Error
+	if !draining {
+		var started bool
+		if started, busy = s.start(a, received); started {
+			s.drain.mu.RUnlock()
+			return
+		}
 	}
-	s.handBack(req, hdr, a.reply, id, draining) // releases drain.mu
+	s.handBack(req, hdr, a.reply, id, draining, busy) // releases drain.mu
 }
 
-// start runs an admitted request in a slot of its own, if it gets one.
-func (s *Service) start(a admitted, received time.Time) bool {
+// start runs an admitted request in a slot of its own, if it gets one and the Generator (when
+// it is an Admitter) has room for it. busy is the Generator's answer for when no worker has room.
+func (s *Service) start(a admitted, received time.Time) (started bool, busy *schemas.Error) {
 	if !s.slots.acquire() {
-		return false
+		return false, nil
+	}
+	release := func() {}
+	if ad, ok := s.gen.(Admitter); ok {
+		rel, err := ad.Admit(a.req)
+		if err != nil {
+			s.slots.release()
+			if e, ok := schemas.AsError(err); ok {
+				return false, e
+			}
+			return false, schemas.Errorf(schemas.CodeWorkerBusy, "worker %s: %v", s.cfg.WorkerID, err)
+		}
+		release = rel
 	}
 	deadline := received.Add(a.timeout)
-	if !s.goTrack(func() { s.run(a, deadline, received) }) {
+	if !s.goTrack(func() {
+		defer release()
+		s.run(a, deadline, received)
+	}) {
+		release()
 		s.slots.release()
-		return false
+		return false, nil
 	}
-	return true
+	return true, nil
 }
 
 // refuse answers a request synchronously through micro, so micro's stats count the error. A

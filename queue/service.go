@@ -45,6 +45,15 @@ type Generator interface {
 	Generate(ctx context.Context, req *schemas.Request, emit func(event []byte) error) ([]byte, error)
 }
 
+// An Admitter is a Generator that can tell, before a request runs, that it has no room for it
+// (the worker owns as many sessions as it may). Admit reserves the room until release, which
+// the Service calls once the generation is over (or instead of running it); an error is the
+// answer for when no worker has room (429 worker_busy with a retry time): until then the
+// request is handed back to the queue group like one that finds every slot taken.
+type Admitter interface {
+	Admit(req *schemas.Request) (release func(), err error)
+}
+
 // Config configures a Service. The zero value of every field is its documented default.
 type Config struct {
 	Subject         string        // default "codex.generate"

@@ -30,7 +30,9 @@ const DefaultMaxSessions = 1024
 // idle for Config.SessionIdleTimeout gives its socket back to the pool, and Close ends them all.
 // A worker owns at most Config.MaxSessions: a new session beyond that takes the place of the
 // one idle longest (whose next continuation is previous_response_not_found), and when every
-// session is in a turn it is answered 429 worker_busy.
+// session is in a turn the worker has no room for it: Admit refuses it before it runs, so that
+// the queue hands it back to the group (another worker may have room), and the answer when no
+// worker has is Admit's 429 worker_busy. Generate called without Admit answers that at once.
 
 // session is one session this worker owns.
 type session struct {
@@ -90,7 +92,7 @@ func (t *sessionTable) enter(ctx context.Context, id string, continuation bool) 
 		if len(t.m) >= t.max {
 			if evicted = t.evictLocked(); evicted == nil {
 				t.mu.Unlock()
-				return nil, errBusy(fmt.Sprintf("worker: %d sessions, the most it owns (max_sessions), all in a turn", t.max))
+				return nil, t.full()
 			}
 		}
 		s = &session{turn: make(chan struct{}, 1)}
@@ -108,6 +110,55 @@ func (t *sessionTable) enter(ctx context.Context, id string, continuation bool) 
 		t.leave(s, false)
 		return nil, ctx.Err()
 	}
+}
+
+// Admit reserves the room req needs on this worker before it runs (queue.Admitter): a new
+// session needs one of Config.MaxSessions, taking the place of the session idle longest if it
+// must. The error, when no session can make room, is 429 worker_busy with a retry time. release
+// ends the reservation; call it once, after Generate returned (or instead of calling it).
+func (w *Worker) Admit(req *schemas.Request) (release func(), err error) {
+	if req.Session == "" || req.PreviousResponseID() != "" {
+		return func() {}, nil // no session, or a continuation: Generate decides
+	}
+	s, err := w.sessions.reserve(req.Session)
+	if err != nil || s == nil {
+		return func() {}, err
+	}
+	var once sync.Once
+	return func() { once.Do(func() { w.sessions.leave(s, false) }) }, nil
+}
+
+// reserve returns id's session, made if there is none, counting a user of it so that it stays
+// in the table until leave(s, false); nil when the table is closed (Generate answers that).
+func (t *sessionTable) reserve(id string) (*session, error) {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil, nil
+	}
+	s := t.m[id]
+	var evicted *session
+	if s == nil {
+		if len(t.m) >= t.max {
+			if evicted = t.evictLocked(); evicted == nil {
+				t.mu.Unlock()
+				return nil, t.full()
+			}
+		}
+		s = &session{turn: make(chan struct{}, 1)}
+		t.m[id] = s
+	}
+	s.users++
+	t.mu.Unlock()
+	if evicted != nil {
+		evicted.release() // no turn holds it (users was 0): this does not wait
+	}
+	return s, nil
+}
+
+// full is the answer to a new session when every session the worker owns is in a turn.
+func (t *sessionTable) full() *schemas.Error {
+	return errBusy(fmt.Sprintf("worker: %d sessions, the most it owns (max_sessions), all in a turn", t.max))
 }
 
 // evictLocked removes the session idle longest (none in a turn or waiting for one) from the

@@ -217,3 +217,66 @@ func isCode(err error, code schemas.Code) bool {
 	e, ok := schemas.AsError(err)
 	return ok && e.Code == code
 }
+
+// sessionRequest is the request of a turn of session sid, continuing prev unless it is "".
+func sessionRequest(t *testing.T, sid, prev string) *schemas.Request {
+	t.Helper()
+	body := `{"input":"hi"`
+	if prev != "" {
+		body += fmt.Sprintf(`,"previous_response_id":%q`, prev)
+	}
+	r, err := validate.SessionRequest([]byte(body + "}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.ID, r.Session = "req-"+sid, sid
+	return r
+}
+
+// TestSessionAdmit: Admit (what the queue asks before it runs a request) reserves a new
+// session's place, so a reserved session is not displaced before its turn; refuses a new session
+// with 429 worker_busy and a retry time when every session is in use (the queue then hands it
+// back to the group); and lets through what needs no new place.
+func TestSessionAdmit(t *testing.T) {
+	sim := newAccountsSim(t, codextest.Options{Words: 2}, simAccount("a"))
+	w := newAccountsWorker(t, sim, worker.Config{MaxSessions: 1}, "a")
+	ctx := testCtx(t)
+
+	release, err := w.Admit(sessionRequest(t, "s1", ""))
+	if err != nil {
+		t.Fatalf("Admit s1 on an empty worker: %v", err)
+	}
+	if n := w.Sessions(); n != 1 {
+		t.Errorf("%d sessions after Admit, want 1 (its place reserved)", n)
+	}
+	_, err = w.Admit(sessionRequest(t, "s2", ""))
+	if e, ok := schemas.AsError(err); !ok || e.Code != schemas.CodeWorkerBusy || e.Status != 429 || e.RetryAfter <= 0 {
+		t.Fatalf("Admit s2 while s1's place is reserved: %v, want 429 worker_busy with a retry time", err)
+	}
+	for _, r := range []*schemas.Request{sessionRequest(t, "s1", ""), sessionRequest(t, "s9", "resp_x"), sessionRequest(t, "", "")} {
+		rel, err := w.Admit(r)
+		if err != nil {
+			t.Errorf("Admit %q (previous_response_id %q) on the full worker: %v, want it let through", r.Session, r.PreviousResponseID(), err)
+			continue
+		}
+		rel()
+	}
+	id, err := sessionTurn(ctx, w, "s1", "", "first")
+	release()
+	release() // a second call changes nothing
+	if err != nil {
+		t.Fatalf("s1's turn: %v", err)
+	}
+	if _, err := sessionTurn(ctx, w, "s1", id, "more"); err != nil {
+		t.Fatalf("continuing s1 after its reservation ended: %v", err)
+	}
+	// s1 is idle now: a new session takes its place.
+	rel, err := w.Admit(sessionRequest(t, "s2", ""))
+	if err != nil {
+		t.Fatalf("Admit s2 with s1 idle: %v, want s1 displaced", err)
+	}
+	rel()
+	if _, err := sessionTurn(ctx, w, "s1", id, "again"); !isCode(err, schemas.CodePreviousResponseNotFound) {
+		t.Errorf("continuing the displaced s1: %v, want previous_response_not_found", err)
+	}
+}

@@ -99,7 +99,7 @@ var settingHelp = map[string]string{
 	"codex.session_idle_timeout": "a session (Codex-Session-Id) idle this long gives its reserved upstream socket back; its " +
 		"next continuation gets previous_response_not_found",
 	"codex.max_sessions": "most sessions a worker owns (each may hold an upstream socket); a new one beyond it replaces the one idle longest, " +
-		"or is answered 429 worker_busy when all are in a turn",
+		"or, when all are in a turn, is handed back to the other workers (429 worker_busy when none has room)",
 	"log.level":  "debug, info, warn or error",
 	"log.format": "auto (colour text on a terminal, JSON otherwise), text or json",
 	"otel.endpoint": "OTLP/HTTP collector base URL for OpenTelemetry traces, e.g. http://127.0.0.1:4318 " +

@@ -6,7 +6,9 @@ package origintext
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -43,34 +45,74 @@ func NewRedactor(secrets ...string) Redactor {
 const minPartial = 4
 
 // Clean redacts the secrets from s, makes it valid UTF-8, trims it and cuts it to 1 KiB.
-// Redaction happens before the cut so that no prefix of a secret survives it.
+// Redaction happens first, on the bytes as received (a credential need not be valid UTF-8), and
+// before the cut so that no prefix of a secret survives it.
 func (r Redactor) Clean(s string) string {
+	s = r.redact(s, true)
 	s = strings.ToValidUTF8(s, "\uFFFD")
-	for _, sec := range r.secrets {
-		s = strings.ReplaceAll(s, sec, Redacted)
-		// A text that was cut (by the origin or by the handshake reader) may end in part of a secret.
-		for k := min(len(sec)-1, len(s)); k >= minPartial; k-- {
-			if strings.HasSuffix(s, sec[:k]) {
-				s = s[:len(s)-k] + Redacted
-				break
-			}
-		}
-	}
-	s = strings.TrimSpace(s)
-	return Truncate(s, MaxText)
+	return Truncate(strings.TrimSpace(s), MaxText)
 }
 
 // CleanFrame replaces every configured secret in an event frame with [redacted]. A frame without
-// one is returned unchanged (the common case costs one scan per secret). The secrets are bearer
-// tokens and ids, which JSON carries unescaped, so the frame stays valid JSON.
+// one is returned unchanged, the same slice (the common case costs one scan per secret). The
+// secrets are bearer tokens and ids, which JSON carries unescaped, so the frame stays valid JSON.
 func (r Redactor) CleanFrame(data []byte) []byte {
 	for _, sec := range r.secrets {
 		if bytes.Contains(data, []byte(sec)) {
-			data = bytes.ReplaceAll(data, []byte(sec), []byte(Redacted))
+			return []byte(r.redact(string(data), false))
 		}
 	}
 	return data
 }
+
+// redact replaces each run of s covered by secrets (overlapping or touching) with one [redacted].
+// Covering, not replacing
+// one secret after the other: secrets may overlap or hold one another, and replacing the first
+// would leave the rest of the second in the text. With cut, a tail of s that is the start of a
+// secret (at least minPartial bytes) is covered too.
+func (r Redactor) redact(s string, cut bool) string {
+	var spans []span
+	for _, sec := range r.secrets {
+		for i := 0; ; {
+			j := strings.Index(s[i:], sec)
+			if j < 0 {
+				break
+			}
+			spans = append(spans, span{i + j, i + j + len(sec)})
+			i += j + 1 // overlapping occurrences too: "aaaaaaaaa" holds "aaaaaaaa" twice
+		}
+		if !cut {
+			continue
+		}
+		for k := min(len(sec)-1, len(s)); k >= minPartial; k-- {
+			if strings.HasSuffix(s, sec[:k]) {
+				spans = append(spans, span{len(s) - k, len(s)})
+				break
+			}
+		}
+	}
+	if len(spans) == 0 {
+		return s
+	}
+	slices.SortFunc(spans, func(a, b span) int { return cmp.Compare(a.from, b.from) })
+	var b strings.Builder
+	b.Grow(len(s))
+	done := 0 // s[:done] is written
+	for i := 0; i < len(spans); {
+		sp := spans[i]
+		for i++; i < len(spans) && spans[i].from <= sp.to; i++ {
+			sp.to = max(sp.to, spans[i].to)
+		}
+		b.WriteString(s[done:sp.from])
+		b.WriteString(Redacted)
+		done = sp.to
+	}
+	b.WriteString(s[done:])
+	return b.String()
+}
+
+// span is the byte range [from, to) of a text.
+type span struct{ from, to int }
 
 // Truncate cuts s to at most n bytes on a rune boundary.
 func Truncate(s string, n int) string {
