@@ -85,3 +85,16 @@ func DialContext(u *url.URL) (func(ctx context.Context, network, addr string) (n
 		return cd.DialContext(ctx, network, net.JoinHostPort(ips[0].IP.String(), port))
 	}, nil
 }
+
+// Apply routes tr through the proxy raw (already validated with Parse); an empty or invalid raw
+// leaves tr as it is.
+func Apply(tr *http.Transport, raw string) {
+	u, err := Parse("proxy_url", raw)
+	if err != nil {
+		return
+	}
+	tr.Proxy = HTTPProxy(u)
+	if dial, err := DialContext(u); err == nil && dial != nil {
+		tr.DialContext = dial
+	}
+}

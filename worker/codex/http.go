@@ -50,12 +50,7 @@ func newHTTPClient(cfg Config) (*http.Transport, *http.Client) {
 	tr.MaxIdleConnsPerHost = cfg.MaxIdle
 	tr.IdleConnTimeout = cfg.IdleExpiry
 	tr.ResponseHeaderTimeout = cfg.IdleTimeout
-	if u, err := egress.Parse("proxy_url", cfg.ProxyURL); err == nil {
-		tr.Proxy = egress.HTTPProxy(u)
-		if dial, err := egress.DialContext(u); err == nil && dial != nil {
-			tr.DialContext = dial
-		}
-	}
+	egress.Apply(tr, cfg.ProxyURL)
 	return tr, &http.Client{Transport: tr}
 }
 
