@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/codexpool/codexpool/internal/egress"
 	"github.com/codexpool/codexpool/internal/yamlfile"
 )
 
@@ -58,7 +59,7 @@ func ParseAccounts(data []byte, getenv func(string) string) ([]Account, error) {
 }
 
 func parseAccounts(data []byte, getenv func(string) string) ([]Account, error) {
-	items, err := yamlfile.List(data, "accounts", "token", "account_id")
+	items, err := yamlfile.List(data, "accounts", "token", "account_id", "proxy_url")
 	if err != nil {
 		return nil, err
 	}
@@ -128,8 +129,14 @@ func parseAccount(n yamlfile.Node, getenv func(string) string) (Account, error) 
 			a.MaxUsedPercent, err = percent(v)
 		case "max_concurrent":
 			a.MaxConcurrent, err = positiveInt(v)
+		case "proxy_url":
+			if a.ProxyURL, err = scalar(v, true); err == nil {
+				if _, perr := egress.Parse("proxy_url", a.ProxyURL); perr != nil {
+					err = v.Errorf("%s", strings.TrimPrefix(perr.Error(), "proxy_url: "))
+				}
+			}
 		default:
-			err = k.Errorf("unknown field (want name, auth_file, token, token_env, account_id, max_used_percent, max_concurrent)")
+			err = k.Errorf("unknown field (want name, auth_file, token, token_env, account_id, max_used_percent, max_concurrent, proxy_url)")
 		}
 		return err
 	})

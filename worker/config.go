@@ -53,6 +53,8 @@ type Config struct {
 	RefreshURL     string
 	ClientID       string
 	CredentialsKey string
+	// ProxyURL is the pool's default proxy (CODEXPOOL_PROXY_URL), for accounts without their own.
+	ProxyURL string
 	// WSRetryAfter: after a 426 the origin is spoken to over HTTP this long; default
 	// codex.DefaultWSRetryAfter.
 	WSRetryAfter time.Duration
@@ -113,6 +115,9 @@ type Account struct {
 	// MaxConcurrent caps the account's generations running at once across the whole pool
 	// (through Options.Slots; without it, in this worker); 0 = no cap.
 	MaxConcurrent int
+	// ProxyURL carries every byte the account sends (upgrades, HTTP fallback, token refresh):
+	// http://, https://, socks5://, socks5h://, optional user:password. Empty = Config.ProxyURL.
+	ProxyURL string
 
 	// source names where Token came from (e.g. "env CODEX_TOKEN_A"), for logs; ParseAccounts
 	// sets it.

@@ -176,6 +176,9 @@ func (w *Worker) logReady() {
 
 // newAccount resolves ac's credentials and makes its gate, limit state and Codex client.
 func (w *Worker) newAccount(i int, ac Account, version string) (*account, error) {
+	if ac.ProxyURL == "" {
+		ac.ProxyURL = w.cfg.ProxyURL
+	}
 	creds, err := login.ResolveCredentials(ac.Token, ac.AccountID, ac.AuthFile)
 	if err != nil {
 		return nil, err
@@ -192,7 +195,7 @@ func (w *Worker) newAccount(i int, ac Account, version string) (*account, error)
 		a.auth, err = login.OpenAuth(login.AuthConfig{
 			File: creds.Source, Name: ac.Name, AccountID: ac.AccountID, RefreshURL: w.cfg.RefreshURL,
 			ClientID: w.cfg.ClientID, Coordinator: w.coord, ShareKey: w.cfg.CredentialsKey,
-			WorkerID: w.cfg.ID, Logger: w.log,
+			WorkerID: w.cfg.ID, Logger: w.log, ProxyURL: ac.ProxyURL,
 		})
 		if err != nil {
 			return nil, err
@@ -213,6 +216,7 @@ func (w *Worker) newAccount(i int, ac Account, version string) (*account, error)
 		Version:      version,
 		Logger:       w.log,
 		OnLimits:     func(l codex.Limits) { w.onLimits(a, l) },
+		ProxyURL:     ac.ProxyURL,
 	})
 	if err != nil {
 		if a.auth != nil {

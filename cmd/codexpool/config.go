@@ -15,6 +15,7 @@ import (
 
 	"github.com/codexpool/codexpool/gate"
 	"github.com/codexpool/codexpool/internal/config"
+	"github.com/codexpool/codexpool/internal/egress"
 	"github.com/codexpool/codexpool/queue"
 	"github.com/codexpool/codexpool/schemas"
 	"github.com/codexpool/codexpool/worker"
@@ -343,6 +344,7 @@ type Codex struct {
 	CodexAccountID      string        `envconfig:"CODEX_ACCOUNT_ID" yaml:"account_id"`
 	CodexAuthFile       string        `envconfig:"CODEX_AUTH_FILE" yaml:"auth_file"`
 	CodexRefreshURL     string        `envconfig:"CODEX_REFRESH_URL" yaml:"refresh_url"`
+	ProxyURL            string        `envconfig:"PROXY_URL" yaml:"proxy_url" secret:"true"`
 	CodexClientID       string        `envconfig:"CODEX_CLIENT_ID" yaml:"client_id"`
 	CredentialsKeyFile  string        `envconfig:"CREDENTIALS_KEY_FILE" yaml:"credentials_key_file"`
 	CredentialsReplicas int           `envconfig:"CREDENTIALS_REPLICAS" yaml:"credentials_replicas"`
@@ -534,6 +536,11 @@ func (c workerConfig) validateOrigin() error {
 	if u, err := url.Parse(c.CodexRefreshURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return bad("CODEX_REFRESH_URL", "must be an http(s) URL, got %q", c.CodexRefreshURL)
 	}
+	if c.ProxyURL != "" {
+		if _, err := egress.Parse("proxy_url", c.ProxyURL); err != nil {
+			return bad("PROXY_URL", "%s", strings.TrimPrefix(err.Error(), "proxy_url: "))
+		}
+	}
 	return nil
 }
 
@@ -609,6 +616,7 @@ func (c workerConfig) worker(accts []worker.Account) worker.Config {
 		AccountID:      c.CodexAccountID,
 		AuthFile:       c.authFilePath(),
 		RefreshURL:     c.CodexRefreshURL,
+		ProxyURL:       c.ProxyURL,
 		ClientID:       c.CodexClientID,
 		CredentialsKey: c.CredentialsKey,
 		WSRetryAfter:   c.WSRetryAfter,

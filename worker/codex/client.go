@@ -87,7 +87,7 @@ func New(cfg Config) (*Client, error) {
 	c := &Client{
 		cfg:     cfg,
 		log:     cfg.Logger,
-		dialer:  newDialer(),
+		dialer:  newDialer(cfg.ProxyURL),
 		src:     cfg.Credentials,
 		httpURL: httpURL(cfg.URL),
 		stop:    make(chan struct{}),

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/codexpool/codexpool/gate"
+	"github.com/codexpool/codexpool/internal/egress"
 	"github.com/codexpool/codexpool/worker/codex/login"
 )
 
@@ -65,6 +66,10 @@ type Config struct {
 	// get a WebSocket ping this often, so that proxies and NATs on the way do not drop them as
 	// silent. Default DefaultPingInterval (30s).
 	PingInterval time.Duration
+	// ProxyURL sends every byte of this client (upgrades, HTTP fallback) through a proxy:
+	// http://, https:// (CONNECT), socks5:// or socks5h://, optional user:password. Empty = none
+	// (the environment's HTTP(S)_PROXY as before).
+	ProxyURL string
 	// IdleTimeout is the longest wait for the first event and between events (also bounds the
 	// write of the request). Default DefaultIdleTimeout (5m).
 	IdleTimeout time.Duration
@@ -90,6 +95,11 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.URL == "" {
 		cfg.URL = DefaultURL
+	}
+	if cfg.ProxyURL != "" {
+		if _, err := egress.Parse("proxy_url", cfg.ProxyURL); err != nil {
+			return cfg, err
+		}
 	}
 	u, err := wsURL(cfg.URL)
 	if err != nil {

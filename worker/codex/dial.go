@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/codexpool/codexpool/gate"
+	"github.com/codexpool/codexpool/internal/egress"
 	"github.com/codexpool/codexpool/internal/origintext"
 	"github.com/codexpool/codexpool/schemas"
 	"github.com/codexpool/codexpool/worker/codex/login"
@@ -26,12 +27,20 @@ const maxFrame = 64 << 20
 
 func http1Date(s string) (time.Time, error) { return http.ParseTime(s) }
 
-func newDialer() *websocket.Dialer {
-	return &websocket.Dialer{
+// newDialer returns the upgrade dialer; proxyURL (already validated) routes it through a proxy.
+func newDialer(proxyURL string) *websocket.Dialer {
+	d := &websocket.Dialer{
 		Proxy: http.ProxyFromEnvironment,
 		// Idle pooled sockets should not each pin a write buffer.
 		WriteBufferPool: &sync.Pool{},
 	}
+	if u, err := egress.Parse("proxy_url", proxyURL); err == nil {
+		d.Proxy = egress.HTTPProxy(u)
+		if dial, err := egress.DialContext(u); err == nil && dial != nil {
+			d.NetDialContext = dial
+		}
+	}
+	return d
 }
 
 // header returns the request headers of a new socket (or HTTP stream) with id, authenticated

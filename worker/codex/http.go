@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/codexpool/codexpool/internal/egress"
 	"github.com/codexpool/codexpool/internal/origintext"
 	"github.com/google/uuid"
 	sse "github.com/tmaxmax/go-sse"
@@ -49,6 +50,7 @@ func newHTTPClient(cfg Config) (*http.Transport, *http.Client) {
 	tr.MaxIdleConnsPerHost = cfg.MaxIdle
 	tr.IdleConnTimeout = cfg.IdleExpiry
 	tr.ResponseHeaderTimeout = cfg.IdleTimeout
+	egress.Apply(tr, cfg.ProxyURL)
 	return tr, &http.Client{Transport: tr}
 }
 

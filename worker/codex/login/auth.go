@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/codexpool/codexpool/internal/egress"
 	"github.com/codexpool/codexpool/schemas"
 )
 
@@ -83,8 +84,11 @@ type AuthConfig struct {
 	StoreTimeout time.Duration
 	// WorkerID names this worker in refresh claims. Default "worker".
 	WorkerID string
-	// HTTPClient sends refresh requests. Nil = a client of the Auth's own.
+	// HTTPClient sends refresh requests. Nil = a client of the Auth's own, through ProxyURL.
 	HTTPClient *http.Client
+	// ProxyURL (validated with egress.Parse) carries the refresh requests of the Auth's own
+	// client. Empty = the environment's HTTP(S)_PROXY.
+	ProxyURL string
 	// Logger receives the lifecycle's log lines (never a token). Nil discards them.
 	Logger *slog.Logger
 }
@@ -213,6 +217,7 @@ func OpenAuth(cfg AuthConfig) (*Auth, error) {
 	a.hc = cfg.HTTPClient
 	if a.hc == nil {
 		a.ownTr = http.DefaultTransport.(*http.Transport).Clone()
+		egress.Apply(a.ownTr, cfg.ProxyURL)
 		a.hc = &http.Client{Transport: a.ownTr}
 	}
 	switch {

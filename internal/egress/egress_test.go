@@ -1,0 +1,106 @@
+package egress
+
+import (
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+)
+
+func TestProxyParse(t *testing.T) {
+	for _, raw := range []string{
+		"http://u:pw@127.0.0.1:3128", "https://h:443", "socks5://u:pw@h:1080", "socks5h://h:1080",
+	} {
+		if _, err := Parse("proxy_url", raw); err != nil {
+			t.Errorf("Parse(%q): %v", raw, err)
+		}
+	}
+	for _, raw := range []string{
+		"ftp://u:secretpw@h:21", "http://u:secretpw@h", "socks5://u:secretpw@:1080",
+		"http://u:secretpw@h:1/path", "u:secretpw@h:1", "http://u:secretpw@h:1?x=1", "http://u:secretpw@h:1\x7f",
+	} {
+		_, err := Parse("accounts[2].proxy_url", raw)
+		if err == nil {
+			t.Errorf("Parse(%q) accepted", raw)
+			continue
+		}
+		if !strings.HasPrefix(err.Error(), "accounts[2].proxy_url: ") || strings.Contains(err.Error(), "secretpw") {
+			t.Errorf("Parse(%q) error %q: want the field named and no password", raw, err)
+		}
+	}
+}
+
+func TestProxyRedact(t *testing.T) {
+	if got := Redact("socks5://alice:secretpw@h:1080"); strings.Contains(got, "secretpw") || !strings.Contains(got, "alice") {
+		t.Errorf("Redact = %q", got)
+	}
+	if got := Redact("http://u:secretpw@h:1\x7f"); strings.Contains(got, "secretpw") {
+		t.Errorf("Redact(invalid) = %q", got)
+	}
+}
+
+// TestProxyConnectCountsUser dials an origin through a real loopback CONNECT proxy, which
+// counts tunnels per proxy user; the origin counts the connections it accepts.
+func TestProxyConnectCountsUser(t *testing.T) {
+	origin := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	defer origin.Close()
+	var tunnels atomic.Int64
+	px := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		user, pw, ok := proxyAuth(r)
+		if r.Method != http.MethodConnect || !ok || user != "alice" || pw != "secretpw" {
+			http.Error(w, "no", http.StatusProxyAuthRequired)
+			return
+		}
+		tunnels.Add(1)
+		up, err := net.Dial("tcp", r.Host)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer up.Close()
+		w.WriteHeader(http.StatusOK)
+		down, _, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer down.Close()
+		go io.Copy(up, down)
+		io.Copy(down, up)
+	}))
+	defer px.Close()
+
+	u, err := Parse("proxy_url", strings.Replace(px.URL, "http://", "http://alice:secretpw@", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := DialContext(u); d != nil {
+		t.Fatal("DialContext for a CONNECT proxy: want nil")
+	}
+	tlsc := origin.Client().Transport.(*http.Transport).TLSClientConfig
+	c := &http.Client{Transport: &http.Transport{Proxy: HTTPProxy(u), DisableKeepAlives: true, TLSClientConfig: tlsc}}
+	for range 3 {
+		resp, err := c.Get(origin.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	if n := tunnels.Load(); n != 3 {
+		t.Fatalf("tunnels through the proxy = %d, want 3", n)
+	}
+
+	bad, _ := Parse("proxy_url", strings.Replace(px.URL, "http://", "http://alice:wrongpw@", 1))
+	c = &http.Client{Transport: &http.Transport{Proxy: HTTPProxy(bad), TLSClientConfig: tlsc}}
+	if _, err := c.Get(origin.URL); err == nil || strings.Contains(err.Error(), "wrongpw") {
+		t.Fatalf("bad credentials: err %v, want an error without the password", err)
+	}
+}
+
+func proxyAuth(r *http.Request) (string, string, bool) {
+	h := r.Header.Get("Proxy-Authorization")
+	r2 := &http.Request{Header: http.Header{"Authorization": {h}}}
+	return r2.BasicAuth()
+}

@@ -1,0 +1,92 @@
+package codex
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/codexpool/codexpool/worker/codextest"
+)
+
+// connectProxy is a loopback HTTP CONNECT proxy that admits user:password and counts tunnels.
+type connectProxy struct {
+	*httptest.Server
+	tunnels atomic.Int64
+}
+
+func newConnectProxy(t *testing.T, user, password string) *connectProxy {
+	p := &connectProxy{}
+	p.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		auth := &http.Request{Header: http.Header{"Authorization": {r.Header.Get("Proxy-Authorization")}}}
+		u, pw, ok := auth.BasicAuth()
+		if r.Method != http.MethodConnect || !ok || u != user || pw != password {
+			http.Error(w, "proxy auth", http.StatusProxyAuthRequired)
+			return
+		}
+		p.tunnels.Add(1)
+		up, err := net.Dial("tcp", r.Host)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer up.Close()
+		w.WriteHeader(http.StatusOK)
+		down, _, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer down.Close()
+		go io.Copy(up, down)
+		io.Copy(down, up)
+	}))
+	t.Cleanup(p.Close)
+	return p
+}
+
+func (p *connectProxy) url(user, password string) string {
+	return strings.Replace(p.URL, "http://", "http://"+user+":"+password+"@", 1)
+}
+
+// TestProxyConnectCarriesEveryUpgrade: with ProxyURL set, every upgrade the simulator accepts
+// came through the proxy's tunnels (NoReuse: one upgrade per generation).
+func TestProxyConnectCarriesEveryUpgrade(t *testing.T) {
+	srv := newSim(t, codextest.Options{})
+	px := newConnectProxy(t, "acct1", "s3cretpw")
+	c := newClient(t, srv, Config{NoReuse: true, ProxyURL: px.url("acct1", "s3cretpw")})
+	for i := range 3 {
+		if _, err := c.Generate(context.Background(), createFrame("hi", nil), nil); err != nil {
+			t.Fatalf("Generate %d: %v", i, err)
+		}
+	}
+	if n, up := px.tunnels.Load(), srv.Stats().UpgradesAccepted; n != 3 || up != 3 {
+		t.Errorf("tunnels %d, simulator upgrades %d; want 3, 3", n, up)
+	}
+}
+
+// TestProxyBadCredentialsFailWithoutPassword: a proxy that refuses the credentials fails the
+// generation, and the error does not carry the password.
+func TestProxyBadCredentialsFailWithoutPassword(t *testing.T) {
+	srv := newSim(t, codextest.Options{})
+	px := newConnectProxy(t, "acct1", "s3cretpw")
+	c := newClient(t, srv, Config{NoReuse: true, ProxyURL: px.url("acct1", "wr0ngpw")})
+	_, err := c.Generate(context.Background(), createFrame("hi", nil), nil)
+	if err == nil || strings.Contains(err.Error(), "wr0ngpw") {
+		t.Fatalf("Generate through a refusing proxy: err %v; want an error without the password", err)
+	}
+	if up := srv.Stats().UpgradesAccepted; up != 0 {
+		t.Errorf("simulator upgrades %d, want 0 (nothing direct)", up)
+	}
+}
+
+// TestProxyURLValidated: New rejects a bad proxy URL naming the field, without the password.
+func TestProxyURLValidated(t *testing.T) {
+	_, err := New(Config{Token: "t", ProxyURL: "ftp://u:s3cretpw@h:21"})
+	if err == nil || !strings.Contains(err.Error(), "proxy_url") || strings.Contains(err.Error(), "s3cretpw") {
+		t.Fatalf("New: err %v; want proxy_url named, no password", err)
+	}
+}
