@@ -83,7 +83,8 @@ compose+=(-p "$project" -f "$repo/docker-compose.yml" --profile sim)
 NATS_WORKER_PASSWORD=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
 NATS_CLIENT_PASSWORD=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
 NATS_GATEWAY_PASSWORD=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
-export NATS_WORKER_PASSWORD NATS_CLIENT_PASSWORD NATS_GATEWAY_PASSWORD
+NATS_OPERATOR_PASSWORD=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+export NATS_WORKER_PASSWORD NATS_CLIENT_PASSWORD NATS_GATEWAY_PASSWORD NATS_OPERATOR_PASSWORD
 export CODEXPOOL_CODEX_URL=ws://sim:8090/backend-api/codex/responses CODEXPOOL_CODEX_TOKEN=sim
 
 start=$(date +%s)
