@@ -60,12 +60,12 @@ type cluster struct {
 	client *client.Client
 }
 
-func newCluster(t *testing.T, simOpts codextest.Options) *cluster {
+func newCluster(t *testing.T, simOpts codextest.Options, opts ...embedded.Option) *cluster {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	ns, err := embedded.Start("127.0.0.1:0", nil)
+	ns, err := embedded.Start("127.0.0.1:0", nil, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,6 +80,12 @@ func newCluster(t *testing.T, simOpts codextest.Options) *cluster {
 	t.Cleanup(nc.Close)
 	return &cluster{t: t, url: ns.ClientURL(), nc: nc, sim: sim,
 		client: client.New(nc, client.Options{RetryBusy: -1})}
+}
+
+// newJetStreamCluster is newCluster on a JetStream server (file store in a temporary folder).
+func newJetStreamCluster(t *testing.T, simOpts codextest.Options) *cluster {
+	t.Helper()
+	return newCluster(t, simOpts, embedded.WithJetStream(t.TempDir()))
 }
 
 type proc struct {

@@ -15,38 +15,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/codexpool/codexpool/gateway"
 	"github.com/codexpool/codexpool/internal/testutil"
-	"github.com/codexpool/codexpool/queue/client"
-	"github.com/codexpool/codexpool/queue/embedded"
 	"github.com/codexpool/codexpool/worker/codextest"
 )
-
-// newJetStreamCluster is newCluster on a JetStream server (file store in a temporary folder).
-func newJetStreamCluster(t *testing.T, simOpts codextest.Options) (*cluster, *server.Server) {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("end-to-end test")
-	}
-	ns, err := embedded.Start("127.0.0.1:0", nil, embedded.WithJetStream(t.TempDir()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	simOpts.Token = simToken
-	sim := codextest.NewServer(simOpts)
-	t.Cleanup(sim.Close)
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	return &cluster{t: t, url: ns.ClientURL(), nc: nc, sim: sim, client: client.New(nc, client.Options{RetryBusy: -1})}, ns
-}
 
 // startGatewayAs starts a gateway process named id and returns its base URL once it listens.
 func (c *cluster) startGatewayAs(id string, env ...string) (*proc, string) {
@@ -104,7 +78,7 @@ func modelsStatus(t *testing.T, hc *http.Client, base, secret string) int {
 // restart (the time is logged). The bucket's stream holds no plaintext secret in any revision,
 // and the audit stream has add, set and revoke with who, what and when, and no secret.
 func TestE2EKeyRevocation(t *testing.T) {
-	c, _ := newJetStreamCluster(t, codextest.Options{Words: 4})
+	c := newJetStreamCluster(t, codextest.Options{Words: 4})
 	c.startWorker("w-keys")
 	gwA, baseA := c.startGatewayAs("gateway-a")
 	gwB, baseB := c.startGatewayAs("gateway-b")
@@ -252,7 +226,7 @@ func TestE2EKeyRevocation(t *testing.T) {
 // TestKeysCommandErrors: `codexpool keys` refuses bad input with an error naming what is wrong
 // (the flag, the name) and changes nothing.
 func TestKeysCommandErrors(t *testing.T) {
-	c, _ := newJetStreamCluster(t, codextest.Options{})
+	c := newJetStreamCluster(t, codextest.Options{})
 	getenv := envOf(map[string]string{"CODEXPOOL_NATS_URL": c.url, "HOME": t.TempDir()})
 	keys := func(args ...string) (string, error) {
 		var stdout, stderr bytes.Buffer
@@ -304,7 +278,7 @@ func TestKeysCommandErrors(t *testing.T) {
 // keeps those it has or revoked (the bucket wins); a name the bucket cannot hold is an error
 // naming it.
 func TestKeysSeedCommand(t *testing.T) {
-	c, _ := newJetStreamCluster(t, codextest.Options{})
+	c := newJetStreamCluster(t, codextest.Options{})
 	getenv := envOf(map[string]string{"CODEXPOOL_NATS_URL": c.url, "HOME": t.TempDir()})
 	keys := func(args ...string) (string, error) {
 		var stdout, stderr bytes.Buffer

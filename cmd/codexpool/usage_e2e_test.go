@@ -16,39 +16,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/codexpool/codexpool/internal/testutil"
 	usagestore "github.com/codexpool/codexpool/internal/usage"
-	"github.com/codexpool/codexpool/queue/client"
-	"github.com/codexpool/codexpool/queue/embedded"
 	"github.com/codexpool/codexpool/worker/codextest"
 )
 
 // Usage accounting and per-key limits end to end: gateway and worker processes of the real
 // binary, a JetStream server (file store) and the simulator in the test process.
-
-// newUsageCluster is a cluster whose NATS server has JetStream.
-func newUsageCluster(t *testing.T, simOpts codextest.Options) *cluster {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("end-to-end test")
-	}
-	ns, err := embedded.Start("127.0.0.1:0", nil, embedded.WithJetStream(t.TempDir()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	simOpts.Token = simToken
-	sim := codextest.NewServer(simOpts)
-	t.Cleanup(sim.Close)
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	return &cluster{t: t, url: ns.ClientURL(), nc: nc, sim: sim, client: client.New(nc, client.Options{RetryBusy: -1})}
-}
 
 const usageKeysFile = `keys:
   - {name: limited, secret: sk-e2e-limited-0001, requests_per_minute: 3}
@@ -110,7 +84,7 @@ func (c *cluster) usageReport(args ...string) usagestore.Report {
 // gateway processes, then 429 with retry-after from both; an unlimited key is unaffected;
 // `codexpool usage --by key` shows 3 for it.
 func TestE2EKeyLimitAcrossGateways(t *testing.T) {
-	c := newUsageCluster(t, codextest.Options{Words: 3})
+	c := newJetStreamCluster(t, codextest.Options{Words: 3})
 	c.startWorker("wu1")
 	keys := writeKeysFile(t)
 	_, gw1 := c.startGateway("CODEXPOOL_GATEWAY_KEYS=", "CODEXPOOL_GATEWAY_KEYS_FILE="+keys)
@@ -165,7 +139,7 @@ func TestE2EUsageMatchesOrigin(t *testing.T) {
 		n, _ = strconv.Atoi(s)
 	}
 	accts := []codextest.Account{{Name: "acct-1", Token: acctToken("acct-1")}, {Name: "acct-2", Token: acctToken("acct-2")}}
-	c := newUsageCluster(t, codextest.Options{Words: 5, Latency: 5 * time.Millisecond, Accounts: accts})
+	c := newJetStreamCluster(t, codextest.Options{Words: 5, Latency: 5 * time.Millisecond, Accounts: accts})
 	file := writeAccounts(t, fmt.Sprintf("accounts:\n  - {name: acct-1, token: %s}\n  - {name: acct-2, token: %s}\n",
 		acctToken("acct-1"), acctToken("acct-2")))
 	for _, id := range []string{"wu1", "wu2", "wu3"} {
