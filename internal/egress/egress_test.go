@@ -2,12 +2,12 @@ package egress
 
 import (
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"testing"
+
+	"github.com/codexpool/codexpool/internal/egress/proxytest"
 )
 
 func TestProxyParse(t *testing.T) {
@@ -47,30 +47,7 @@ func TestProxyRedact(t *testing.T) {
 func TestProxyConnectCountsUser(t *testing.T) {
 	origin := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
 	defer origin.Close()
-	var tunnels atomic.Int64
-	px := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		user, pw, ok := proxyAuth(r)
-		if r.Method != http.MethodConnect || !ok || user != "alice" || pw != "secretpw" {
-			http.Error(w, "no", http.StatusProxyAuthRequired)
-			return
-		}
-		tunnels.Add(1)
-		up, err := net.Dial("tcp", r.Host)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
-			return
-		}
-		defer up.Close()
-		w.WriteHeader(http.StatusOK)
-		down, _, err := http.NewResponseController(w).Hijack()
-		if err != nil {
-			return
-		}
-		defer down.Close()
-		go io.Copy(up, down)
-		io.Copy(down, up)
-	}))
-	defer px.Close()
+	px := proxytest.NewConnect(t, "alice", "secretpw")
 
 	u, err := Parse("proxy_url", strings.Replace(px.URL, "http://", "http://alice:secretpw@", 1))
 	if err != nil {
@@ -88,7 +65,7 @@ func TestProxyConnectCountsUser(t *testing.T) {
 		}
 		resp.Body.Close()
 	}
-	if n := tunnels.Load(); n != 3 {
+	if n := px.Tunnels.Load(); n != 3 {
 		t.Fatalf("tunnels through the proxy = %d, want 3", n)
 	}
 
@@ -97,10 +74,4 @@ func TestProxyConnectCountsUser(t *testing.T) {
 	if _, err := c.Get(origin.URL); err == nil || strings.Contains(err.Error(), "wrongpw") {
 		t.Fatalf("bad credentials: err %v, want an error without the password", err)
 	}
-}
-
-func proxyAuth(r *http.Request) (string, string, bool) {
-	h := r.Header.Get("Proxy-Authorization")
-	r2 := &http.Request{Header: http.Header{"Authorization": {h}}}
-	return r2.BasicAuth()
 }

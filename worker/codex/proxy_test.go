@@ -2,68 +2,25 @@ package codex
 
 import (
 	"context"
-	"io"
-	"net"
-	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"testing"
 
+	"github.com/codexpool/codexpool/internal/egress/proxytest"
 	"github.com/codexpool/codexpool/worker/codextest"
 )
-
-// connectProxy is a loopback HTTP CONNECT proxy that admits user:password and counts tunnels.
-type connectProxy struct {
-	*httptest.Server
-	tunnels atomic.Int64
-}
-
-func newConnectProxy(t *testing.T, user, password string) *connectProxy {
-	p := &connectProxy{}
-	p.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		auth := &http.Request{Header: http.Header{"Authorization": {r.Header.Get("Proxy-Authorization")}}}
-		u, pw, ok := auth.BasicAuth()
-		if r.Method != http.MethodConnect || !ok || u != user || pw != password {
-			http.Error(w, "proxy auth", http.StatusProxyAuthRequired)
-			return
-		}
-		p.tunnels.Add(1)
-		up, err := net.Dial("tcp", r.Host)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
-			return
-		}
-		defer up.Close()
-		w.WriteHeader(http.StatusOK)
-		down, _, err := http.NewResponseController(w).Hijack()
-		if err != nil {
-			return
-		}
-		defer down.Close()
-		go io.Copy(up, down)
-		io.Copy(down, up)
-	}))
-	t.Cleanup(p.Close)
-	return p
-}
-
-func (p *connectProxy) url(user, password string) string {
-	return strings.Replace(p.URL, "http://", "http://"+user+":"+password+"@", 1)
-}
 
 // TestProxyConnectCarriesEveryUpgrade: with ProxyURL set, every upgrade the simulator accepts
 // came through the proxy's tunnels (NoReuse: one upgrade per generation).
 func TestProxyConnectCarriesEveryUpgrade(t *testing.T) {
 	srv := newSim(t, codextest.Options{})
-	px := newConnectProxy(t, "acct1", "s3cretpw")
-	c := newClient(t, srv, Config{NoReuse: true, ProxyURL: px.url("acct1", "s3cretpw")})
+	px := proxytest.NewConnect(t, "acct1", "s3cretpw")
+	c := newClient(t, srv, Config{NoReuse: true, ProxyURL: px.URLWith("acct1", "s3cretpw")})
 	for i := range 3 {
 		if _, err := c.Generate(context.Background(), createFrame("hi", nil), nil); err != nil {
 			t.Fatalf("Generate %d: %v", i, err)
 		}
 	}
-	if n, up := px.tunnels.Load(), srv.Stats().UpgradesAccepted; n != 3 || up != 3 {
+	if n, up := px.Tunnels.Load(), srv.Stats().UpgradesAccepted; n != 3 || up != 3 {
 		t.Errorf("tunnels %d, simulator upgrades %d; want 3, 3", n, up)
 	}
 }
@@ -72,8 +29,8 @@ func TestProxyConnectCarriesEveryUpgrade(t *testing.T) {
 // generation, and the error does not carry the password.
 func TestProxyBadCredentialsFailWithoutPassword(t *testing.T) {
 	srv := newSim(t, codextest.Options{})
-	px := newConnectProxy(t, "acct1", "s3cretpw")
-	c := newClient(t, srv, Config{NoReuse: true, ProxyURL: px.url("acct1", "wr0ngpw")})
+	px := proxytest.NewConnect(t, "acct1", "s3cretpw")
+	c := newClient(t, srv, Config{NoReuse: true, ProxyURL: px.URLWith("acct1", "wr0ngpw")})
 	_, err := c.Generate(context.Background(), createFrame("hi", nil), nil)
 	if err == nil || strings.Contains(err.Error(), "wr0ngpw") {
 		t.Fatalf("Generate through a refusing proxy: err %v; want an error without the password", err)
