@@ -1,7 +1,6 @@
 package gateway_test
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -38,20 +37,7 @@ func benchOverhead(b *testing.B, name, path string, body func(stream string) []b
 			s := map[bool]string{false: "false", true: "true"}[stream]
 			responses := []byte(`{"model":"gpt-5.1-codex","input":"Say hello","stream":` + s + `}`)
 			translated := body(s)
-			send := func(path string, body []byte) {
-				req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, p.srv.URL+path, bytes.NewReader(body))
-				req.Header.Set("Authorization", "Bearer "+key)
-				req.Header.Set("Content-Type", "application/json")
-				resp, err := hc.Do(req)
-				if err != nil {
-					b.Fatal(err)
-				}
-				n, _ := io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != 200 || n == 0 {
-					b.Fatalf("%s answered %d with %d bytes", path, resp.StatusCode, n)
-				}
-			}
+			send := func(path string, body []byte) { benchPost(context.Background(), b, hc, p.srv.URL, path, body) }
 			for range 20 {
 				send("/v1/responses", responses)
 				send(path, translated)

@@ -63,20 +63,7 @@ func BenchmarkRouteOverhead(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
-				viaRoute := func() {
-					req, _ := http.NewRequestWithContext(ctx, http.MethodPost, p.srv.URL+rt.path, bytes.NewReader(body))
-					req.Header.Set("Authorization", "Bearer "+key)
-					req.Header.Set("Content-Type", "application/json")
-					resp, err := hc.Do(req)
-					if err != nil {
-						b.Fatal(err)
-					}
-					n, _ := io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					if resp.StatusCode != 200 || n == 0 {
-						b.Fatalf("%s answered %d with %d bytes", rt.path, resp.StatusCode, n)
-					}
-				}
+				viaRoute := func() { benchPost(ctx, b, hc, p.srv.URL, rt.path, body) }
 				for range 20 {
 					viaNATS()
 					viaRoute()

@@ -1,7 +1,6 @@
 package gateway_test
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -61,20 +60,7 @@ func benchTracing(b *testing.B, latency time.Duration) {
 	b.Cleanup(tr.CloseIdleConnections)
 	hc := &http.Client{Transport: tr}
 	body := []byte(`{"input":"Say hello","stream":true}`)
-	send := func(p *pool) {
-		req, _ := http.NewRequest(http.MethodPost, p.srv.URL+"/v1/responses", bytes.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+key)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := hc.Do(req)
-		if err != nil {
-			b.Fatal(err)
-		}
-		n, _ := io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != 200 || n == 0 {
-			b.Fatalf("gateway answered %d with %d bytes", resp.StatusCode, n)
-		}
-	}
+	send := func(p *pool) { benchPost(context.Background(), b, hc, p.srv.URL, "/v1/responses", body) }
 	// rate is the requests per second 16 clients get from p in d.
 	rate := func(p *pool, d time.Duration) float64 {
 		var wg sync.WaitGroup

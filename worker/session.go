@@ -89,14 +89,11 @@ func (t *sessionTable) enter(ctx context.Context, id string, continuation bool) 
 		return nil, errNotFound("this worker holds no such session (its owner is gone, or the turn reached another worker)")
 	case s == nil:
 		var evicted *session
-		if len(t.m) >= t.max {
-			if evicted = t.evictLocked(); evicted == nil {
-				t.mu.Unlock()
-				return nil, t.full()
-			}
+		var err error
+		if s, evicted, err = t.addLocked(id); err != nil {
+			t.mu.Unlock()
+			return nil, err
 		}
-		s = &session{turn: make(chan struct{}, 1)}
-		t.m[id] = s
 		if evicted != nil {
 			defer evicted.release()
 		}
@@ -139,14 +136,11 @@ func (t *sessionTable) reserve(id string) (*session, error) {
 	s := t.m[id]
 	var evicted *session
 	if s == nil {
-		if len(t.m) >= t.max {
-			if evicted = t.evictLocked(); evicted == nil {
-				t.mu.Unlock()
-				return nil, t.full()
-			}
+		var err error
+		if s, evicted, err = t.addLocked(id); err != nil {
+			t.mu.Unlock()
+			return nil, err
 		}
-		s = &session{turn: make(chan struct{}, 1)}
-		t.m[id] = s
 	}
 	s.users++
 	t.mu.Unlock()
@@ -154,6 +148,20 @@ func (t *sessionTable) reserve(id string) (*session, error) {
 		evicted.release() // no turn holds it (users was 0): this does not wait
 	}
 	return s, nil
+}
+
+// addLocked adds session id, in the place of the session idle longest when the table is full,
+// and returns the session it displaced (nil if none), for the caller to release once it has
+// unlocked; the error is full's when every session is in a turn.
+func (t *sessionTable) addLocked(id string) (s, evicted *session, err error) {
+	if len(t.m) >= t.max {
+		if evicted = t.evictLocked(); evicted == nil {
+			return nil, nil, t.full()
+		}
+	}
+	s = &session{turn: make(chan struct{}, 1)}
+	t.m[id] = s
+	return s, evicted, nil
 }
 
 // full is the answer to a new session when every session the worker owns is in a turn.
