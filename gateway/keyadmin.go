@@ -204,6 +204,38 @@ func (a *KeyAdmin) Seed(ctx context.Context, keys []Key) (added, kept []string, 
 	return added, kept, nil
 }
 
+// Audit returns the audit records, oldest first: the last n of them (every one when n <= 0),
+// and only those of key name when name is not empty. It reads the stream one message at a time
+// (STREAM.MSG.GET), newest first, so it needs no consumer and stops when it has n.
+func (a *KeyAdmin) Audit(ctx context.Context, name string, n int) ([]AuditRecord, error) {
+	st, err := a.js.Stream(ctx, AuditStream)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: audit stream %s: %w", AuditStream, err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: audit stream %s: %w", AuditStream, err)
+	}
+	var out []AuditRecord
+	for seq := info.State.LastSeq; seq >= info.State.FirstSeq && seq > 0 && (n <= 0 || len(out) < n); seq-- {
+		m, err := st.GetMsg(ctx, seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue // removed by the stream's limits since Info
+		} else if err != nil {
+			return nil, fmt.Errorf("gateway: audit stream %s, record %d: %w", AuditStream, seq, err)
+		}
+		var r AuditRecord
+		if err := json.Unmarshal(m.Data, &r); err != nil {
+			return nil, fmt.Errorf("gateway: audit stream %s, record %d: not an audit record: %w", AuditStream, seq, err)
+		}
+		if name == "" || r.Key == name {
+			out = append(out, r)
+		}
+	}
+	slices.Reverse(out)
+	return out, nil
+}
+
 // audit appends one record and waits for the stream's acknowledgement. The change is made by
 // then: an error says so.
 func (a *KeyAdmin) audit(ctx context.Context, action, name string, changes map[string]any) error {

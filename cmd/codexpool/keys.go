@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"flag"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"os/user"
@@ -34,6 +36,8 @@ models and admin right; each change is appended to the stream CODEXPOOL_AUDIT (w
   keys list                 the keys: name, digest prefix, limits, models, admin, last change
   keys seed FILE            add the keys of a keys file (CODEXPOOL_GATEWAY_KEYS_FILE's format)
                             whose names have no entry and were never revoked: the bucket wins
+  keys log [NAME]           the audit records, oldest first: when, who, what, which key, the
+                            fields changed (the last --last of them; of key NAME only if given)
 
 Needs a NATS user that may write the bucket and the audit stream: the operator role of
 docs/nats-roles.conf (the gateway role may only read it), or a worker's embedded server's
@@ -126,6 +130,8 @@ func (kf *keyFlags) apply(e *gateway.KeyEntry) []string {
 type keysArgs struct {
 	sub, name string // the subcommand and its NAME (seed: its FILE)
 	fs        *flags
+	last      *int  // log
+	json      *bool // log
 	natsURL   *string
 	kf        *keyFlags     // add and set
 	fileKeys  []gateway.Key // seed
@@ -137,14 +143,15 @@ var keysSynopsis = map[string]string{
 	"revoke": "keys revoke NAME",
 	"list":   "keys list",
 	"seed":   "keys seed FILE",
+	"log":    "keys log [NAME] [--last N] [--json]",
 }
 
 func runKeys(ctx context.Context, e env, args []string) error {
 	if len(args) == 0 || slices.Contains([]string{"-h", "--help", "-help", "help"}, args[0]) {
-		fs := newFlags(e, "keys", "keys add|set|revoke|list|seed [NAME|FILE] [flags]", keysTrailer)
+		fs := newFlags(e, "keys", "keys add|set|revoke|list|seed|log [NAME|FILE] [flags]", keysTrailer)
 		if len(args) == 0 {
 			fs.printUsage(e.stderr)
-			return exitError{code: 2, msg: "keys: give a subcommand: add, set, revoke, list or seed"}
+			return exitError{code: 2, msg: "keys: give a subcommand: add, set, revoke, list, seed or log"}
 		}
 		fs.printUsage(e.stdout)
 		return nil
@@ -182,6 +189,8 @@ func runKeys(ctx context.Context, e env, args []string) error {
 		return k.revoke(ctx, a.name)
 	case "seed":
 		return k.seed(ctx, a.fileKeys)
+	case "log":
+		return k.log(ctx, a.name, *a.last, *a.json)
 	}
 	return k.list(ctx)
 }
@@ -192,13 +201,17 @@ func parseKeysArgs(e env, sub string, rest []string) (keysArgs, error) {
 	a := keysArgs{sub: sub}
 	synopsis := keysSynopsis[sub]
 	if synopsis == "" {
-		return a, exitError{code: 2, msg: fmt.Sprintf("keys: unknown subcommand %q (want add, set, revoke, list or seed; see codexpool keys --help)", sub)}
+		return a, exitError{code: 2, msg: fmt.Sprintf("keys: unknown subcommand %q (want add, set, revoke, list, seed or log; see codexpool keys --help)", sub)}
 	}
 	a.fs = newFlags(e, "keys", synopsis, keysTrailer)
 	a.fs.config = a.fs.String("config", "", "read settings from `FILE` (YAML, see codexpool.example.yaml); default $"+envPrefix+"_CONFIG")
 	a.natsURL = a.fs.String("nats", "", "NATS server `URL` (default $CODEXPOOL_NATS_URL, else "+nats.DefaultURL+")")
 	if sub == "add" || sub == "set" {
 		a.kf = addKeyFlags(a.fs, sub == "add")
+	}
+	if sub == "log" {
+		a.last = a.fs.Int("last", 100, "show the last `N` records (0: every one)")
+		a.json = a.fs.Bool("json", false, "one JSON audit record per line instead of a table")
 	}
 	// NAME may come before the flags (keys add alice --admin) or after them.
 	if len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
@@ -214,7 +227,9 @@ func parseKeysArgs(e env, sub string, rest []string) (keysArgs, error) {
 	switch {
 	case sub == "list" && (a.name != "" || len(rest) > 0):
 		return a, exitError{code: 2, msg: "keys list takes no arguments"}
-	case sub != "list" && a.name == "":
+	case sub == "log" && *a.last < 0:
+		return a, exitError{code: 2, msg: fmt.Sprintf("keys log: --last must be 0 or more, got %d", *a.last)}
+	case sub != "list" && sub != "log" && a.name == "":
 		a.fs.printUsage(e.stderr)
 		return a, exitError{code: 2, msg: fmt.Sprintf("keys %s: give the key's %s", sub, map[bool]string{true: "keys file", false: "name"}[sub == "seed"])}
 	case len(rest) > 0:
@@ -242,7 +257,10 @@ func (a *keysArgs) check() error {
 		}
 	}
 	switch a.sub {
-	case "add", "set", "revoke":
+	case "add", "set", "revoke", "log":
+		if a.sub == "log" && a.name == "" {
+			break
+		}
 		if err := gateway.CheckKeyName(a.name); err != nil {
 			return exitError{code: 2, msg: fmt.Sprintf("keys %s: %v", a.sub, err)}
 		}
@@ -348,6 +366,33 @@ func (k keysCmd) list(ctx context.Context) error {
 			prefix = prefix[:12] + "…"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.Name, prefix, describeKey(e), e.Updated.Format(time.RFC3339), e.By)
+	}
+	return tw.Flush()
+}
+
+func (k keysCmd) log(ctx context.Context, name string, last int, asJSON bool) error {
+	records, err := k.admin.Audit(ctx, name, last)
+	if err != nil {
+		return fmt.Errorf("keys log: %w", err)
+	}
+	if asJSON {
+		enc := json.NewEncoder(k.e.stdout)
+		for _, r := range records {
+			if err := enc.Encode(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(k.e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TIME\tBY\tACTION\tKEY\tCHANGES")
+	for _, r := range records {
+		var changes []string
+		for _, f := range slices.Sorted(maps.Keys(r.Changes)) {
+			v, _ := json.Marshal(r.Changes[f])
+			changes = append(changes, f+"="+string(v))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Time.Format(time.RFC3339), r.Who, r.Action, r.Key, strings.Join(changes, " "))
 	}
 	return tw.Flush()
 }

@@ -216,6 +216,33 @@ func TestE2EKeyRevocation(t *testing.T) {
 	if strings.Join(got, ", ") != "add team-a, set team-a, revoke team-a" {
 		t.Errorf("audit records: %v, want add, set, revoke of team-a", got)
 	}
+
+	// keys log shows them, oldest first, of one key when named, the last N when asked.
+	c.keysCommand(t, "add", "team-b")
+	var actions []string
+	table := c.keysCommand(t, "log")
+	for _, line := range strings.Split(strings.TrimSpace(table), "\n")[1:] {
+		if f := strings.Fields(line); len(f) >= 4 {
+			actions = append(actions, f[2]+" "+f[3])
+		}
+	}
+	if strings.Join(actions, ", ") != "add team-a, set team-a, revoke team-a, add team-b" || !strings.Contains(table, "max_concurrent=2") {
+		t.Errorf("keys log:\n%s\nwant add, set (max_concurrent=2), revoke of team-a, then add team-b", table)
+	}
+	var last []string
+	for _, line := range strings.Split(strings.TrimSpace(c.keysCommand(t, "log", "team-a", "--last", "2", "--json")), "\n") {
+		var r gateway.AuditRecord
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("keys log --json line %q: %v", line, err)
+		}
+		last = append(last, r.Action+" "+r.Key)
+	}
+	if strings.Join(last, ", ") != "set team-a, revoke team-a" {
+		t.Errorf("keys log team-a --last 2 --json: %v, want the set and the revoke of team-a", last)
+	}
+	if strings.Contains(table, secret[6:]) || strings.Contains(table, e.SecretSHA256) {
+		t.Errorf("keys log shows the secret or its digest:\n%s", table)
+	}
 	for _, p := range []*proc{gwA, gwB} {
 		if out := p.out.String(); strings.Contains(out, secret[6:]) {
 			t.Errorf("%s logged the secret", p.id)
@@ -251,6 +278,8 @@ func TestKeysCommandErrors(t *testing.T) {
 		{"set without a change", []string{"set", "dup"}, "give at least one field"},
 		{"no name", []string{"revoke"}, "give the key's name"},
 		{"unknown subcommand", []string{"rename", "dup"}, `unknown subcommand "rename"`},
+		{"log of a bad name", []string{"log", "a b"}, `key name "a b"`},
+		{"log, negative --last", []string{"log", "--last=-1"}, "--last must be 0 or more"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, err := keys(tc.args...)

@@ -149,6 +149,9 @@ func TestE2ERoles(t *testing.T) {
 	secret := operatorKeys(t, ns.ClientURL(), "add", "planted-key", "--admin")
 	operatorKeys(t, ns.ClientURL(), "set", "planted-key", "--models", "gpt-5.1-codex")
 	operatorKeys(t, ns.ClientURL(), "list")
+	if log := operatorKeys(t, ns.ClientURL(), "log", "planted-key"); strings.Count(log, "planted-key") != 2 {
+		t.Errorf("keys log as the operator role:\n%s\nwant the add and the set", log)
+	}
 	for _, role := range []string{"client", "gateway"} {
 		t.Run(role, func(t *testing.T) {
 			var v violations
