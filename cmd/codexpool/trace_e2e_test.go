@@ -57,13 +57,44 @@ func TestE2ETraceAnthropicRequestAcrossProcesses(t *testing.T) {
 	c := newCluster(t, codextest.Options{Words: 6})
 	w := c.startWorker("w-trace", traceEnv(rcv)...)
 	gw, base := c.startGateway(traceEnv(rcv)...)
+	sendTracedMessage(t, base)
 
-	const traceID, parent = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
+	// The trace is complete when the gateway's root span (ended after the reply) arrived.
+	spans, err := rcv.Wait(ctxT(t, 20*time.Second), func(spans []receiver.Span) bool {
+		for _, s := range spans {
+			if s.TraceID == tracedID && s.Name == "POST /v1/messages" {
+				return len(spanNamed(spans, "process codex.generate")) > 0
+			}
+		}
+		return false
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := rcv.Trace(tracedID)
+	if len(tr) != len(spans) {
+		t.Errorf("%d spans received, %d of them in the client's trace: every span must be in it", len(spans), len(tr))
+	}
+	checkMessageTrace(t, tr, "w-trace")
+	for _, p := range []*proc{gw, w} {
+		if n := logLinesOfTrace(p.out.String(), tracedID); n == 0 {
+			t.Errorf("%s: no log line carries trace_id %s", p.id, tracedID)
+		}
+	}
+}
+
+// The client's trace and span of sendTracedMessage's request.
+const tracedID, tracedParent = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
+
+// sendTracedMessage sends one Anthropic Messages request to the gateway at base, as a client's
+// span (tracedID, tracedParent) would, and checks it is answered.
+func sendTracedMessage(t *testing.T, base string) {
+	t.Helper()
 	body := `{"model":"claude-sonnet-4-5","max_tokens":64,"messages":[{"role":"user","content":"trace this request"}]}`
 	req, _ := http.NewRequestWithContext(ctxT(t, 30*time.Second), http.MethodPost, base+"/v1/messages", strings.NewReader(body))
 	req.Header.Set("X-Api-Key", gatewayKey)
 	req.Header.Set("Anthropic-Version", "2023-06-01")
-	req.Header.Set("Traceparent", "00-"+traceID+"-"+parent+"-01")
+	req.Header.Set("Traceparent", "00-"+tracedID+"-"+tracedParent+"-01")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -73,23 +104,13 @@ func TestE2ETraceAnthropicRequestAcrossProcesses(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("POST /v1/messages: %d %s", resp.StatusCode, b)
 	}
+}
 
-	// The trace is complete when the gateway's root span (ended after the reply) arrived.
-	spans, err := rcv.Wait(ctxT(t, 20*time.Second), func(spans []receiver.Span) bool {
-		for _, s := range spans {
-			if s.TraceID == traceID && s.Name == "POST /v1/messages" {
-				return len(spanNamed(spans, "process codex.generate")) > 0
-			}
-		}
-		return false
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := rcv.Trace(traceID)
-	if len(tr) != len(spans) {
-		t.Errorf("%d spans received, %d of them in the client's trace: every span must be in it", len(spans), len(tr))
-	}
+// checkMessageTrace checks the spans of sendTracedMessage's trace: one of each span a first
+// request makes, under the right parent, from the gateway and the worker (whose instance is
+// worker), with no prompt or secret in any attribute.
+func checkMessageTrace(t *testing.T, tr []receiver.Span, worker string) {
+	t.Helper()
 	byID := map[string]receiver.Span{}
 	services := map[string]bool{}
 	for _, s := range tr {
@@ -115,8 +136,8 @@ func TestE2ETraceAnthropicRequestAcrossProcesses(t *testing.T) {
 		}
 		s := got[0]
 		switch p, ok := byID[s.ParentID]; {
-		case pname == "" && s.ParentID != parent:
-			t.Errorf("%s: parent %s, want the client's span %s", name, s.ParentID, parent)
+		case pname == "" && s.ParentID != tracedParent:
+			t.Errorf("%s: parent %s, want the client's span %s", name, s.ParentID, tracedParent)
 		case pname != "" && (!ok || p.Name != pname):
 			t.Errorf("%s: parent %q, want %q", name, p.Name, pname)
 		}
@@ -124,23 +145,20 @@ func TestE2ETraceAnthropicRequestAcrossProcesses(t *testing.T) {
 	if len(tr) < 6 || !services["codexpool-gateway"] || !services["codexpool-worker"] || len(services) != 2 {
 		t.Errorf("%d spans from services %v, want at least 6 from codexpool-gateway and codexpool-worker", len(tr), services)
 	}
-	root := spanNamed(tr, "POST /v1/messages")[0]
-	if !strings.HasPrefix(root.Attrs["codexpool.key"], "sha256:") || root.Attrs["http.route"] != "/v1/messages" {
-		t.Errorf("gateway span attributes %v: want the key's name (its digest's prefix) and the route", root.Attrs)
-	}
-	if root.Instance == "" || spanNamed(tr, "process codex.generate")[0].Instance != "w-trace" {
-		t.Errorf("service.instance.id: gateway %q, worker %q", root.Instance, spanNamed(tr, "process codex.generate")[0].Instance)
+	if roots := spanNamed(tr, "POST /v1/messages"); len(roots) == 1 {
+		root := roots[0]
+		if !strings.HasPrefix(root.Attrs["codexpool.key"], "sha256:") || root.Attrs["http.route"] != "/v1/messages" {
+			t.Errorf("gateway span attributes %v: want the key's name (its digest's prefix) and the route", root.Attrs)
+		}
+		if ps := spanNamed(tr, "process codex.generate"); root.Instance == "" || len(ps) != 1 || ps[0].Instance != worker {
+			t.Errorf("service.instance.id: gateway %q, worker spans %v, want %q", root.Instance, ps, worker)
+		}
 	}
 	for _, s := range tr {
 		for k, v := range s.Attrs {
 			if strings.Contains(v, "trace this request") || strings.Contains(v, gatewayKey) || strings.Contains(v, simToken) {
 				t.Errorf("span %s attribute %s = %q holds the prompt or a secret", s.Name, k, v)
 			}
-		}
-	}
-	for _, p := range []*proc{gw, w} {
-		if n := logLinesOfTrace(p.out.String(), traceID); n == 0 {
-			t.Errorf("%s: no log line carries trace_id %s", p.id, traceID)
 		}
 	}
 }
