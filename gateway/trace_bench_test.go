@@ -22,16 +22,23 @@ import (
 // stand-in that drops what it gets): each iteration sends a streamed request through each gateway in turn
 // (latency: the p50 of both, and on/off), then 16 clients send requests to each pool for 200 ms
 // in turn (throughput: requests per second of both, and on/off). Against an instant origin (the
-// worst case: the pool's own work is all there is) and one that takes 20 ms per response.
+// worst case: the pool's own work is all there is) and one that takes 20 ms per response; and
+// against the instant origin again with one trace in 10 sampled (parentbased_traceidratio 0.1,
+// as a busy fleet would export).
 //
 //	go test -run XXX -bench 'TracingOverhead/instant' -benchtime 2000x -count 3 ./gateway/
 //	go test -run XXX -bench 'TracingOverhead/origin-20ms' -benchtime 200x -count 3 ./gateway/
 func BenchmarkTracingOverhead(b *testing.B) {
-	b.Run("instant", func(b *testing.B) { benchTracing(b, 0) })
-	b.Run("origin-20ms", func(b *testing.B) { benchTracing(b, 20*time.Millisecond) })
+	b.Run("instant", func(b *testing.B) { benchTracing(b, 0, export.Config{}) })
+	b.Run("origin-20ms", func(b *testing.B) { benchTracing(b, 20*time.Millisecond, export.Config{}) })
+	b.Run("instant-sampled-10%", func(b *testing.B) {
+		benchTracing(b, 0, export.Config{Sampler: "parentbased_traceidratio", SamplerArg: "0.1"})
+	})
 }
 
-func benchTracing(b *testing.B, latency time.Duration) {
+// benchTracing runs the comparison against an origin taking latency per response, the traced
+// pool exporting as sampling says (its Sampler and SamplerArg).
+func benchTracing(b *testing.B, latency time.Duration, sampling export.Config) {
 	// A collector that takes the spans and drops them: a real one runs elsewhere, and decoding
 	// here would count its work as the pool's.
 	var spans, bytesIn atomic.Int64
@@ -43,7 +50,8 @@ func benchTracing(b *testing.B, latency time.Duration) {
 	}))
 	b.Cleanup(sink.Close)
 	provider := func(service string) *export.Provider {
-		tp, err := export.New(context.Background(), export.Config{Endpoint: sink.URL, ServiceName: service})
+		tp, err := export.New(context.Background(), export.Config{Endpoint: sink.URL, ServiceName: service,
+			Sampler: sampling.Sampler, SamplerArg: sampling.SamplerArg})
 		if err != nil {
 			b.Fatal(err)
 		}
