@@ -25,7 +25,7 @@ func TestTranslateWebSearch(t *testing.T) {
 		want, absent []string
 	}{
 		{name: "web_search_20250305 with its options",
-			body: `{` + ask + `,"tools":[{"type":"web_search_20250305","name":"web_search","max_uses":8,"allowed_domains":["go.dev"],"blocked_domains":["evil.example"],"user_location":{"type":"approximate","city":"Lyon","country":"FR","timezone":"Europe/Paris"}}]}`,
+			body:   `{` + ask + `,"tools":[{"type":"web_search_20250305","name":"web_search","max_uses":8,"allowed_domains":["go.dev"],"blocked_domains":["evil.example"],"user_location":{"type":"approximate","city":"Lyon","country":"FR","timezone":"Europe/Paris"}}]}`,
 			want:   []string{`"tools":[{"type":"web_search","filters":{"allowed_domains":["go.dev"]},"user_location":{"type":"approximate","city":"Lyon","country":"FR","timezone":"Europe/Paris"}}]`},
 			absent: []string{"max_uses", "blocked", "evil.example", "web_search_2025"}},
 		{name: "web_search_20260209, bare",
@@ -44,8 +44,8 @@ func TestTranslateWebSearch(t *testing.T) {
 			body: `{` + ask + `,"tools":[{"name":"web_search","input_schema":{}}],"tool_choice":{"type":"tool","name":"web_search"}}`,
 			want: []string{`"tool_choice":{"type":"function","name":"web_search"}`}},
 		{name: "history: the origin's search replayed, results not sent",
-			body: `{"messages":[{"role":"user","content":"search go"},{"role":"assistant","content":[{"type":"server_tool_use","id":"ws_sim1","name":"web_search","input":{"query":"go"}},{"type":"web_search_tool_result","tool_use_id":"ws_sim1","content":[{"type":"web_search_result","title":"The Go site","url":"https://go.dev/","encrypted_content":""}]},{"type":"text","text":"Go is at go.dev."}]},{"role":"user","content":"thanks"}],"tools":[{"type":"web_search_20250305","name":"web_search"}]}`,
-			want: []string{`{"type":"message","role":"user","content":[{"type":"input_text","text":"search go"}]},{"type":"web_search_call","id":"ws_sim1","status":"completed","action":{"type":"search","query":"go"}},{"type":"message","role":"assistant","content":[{"type":"output_text","text":"Go is at go.dev."}]}`},
+			body:   `{"messages":[{"role":"user","content":"search go"},{"role":"assistant","content":[{"type":"server_tool_use","id":"ws_sim1","name":"web_search","input":{"query":"go"}},{"type":"web_search_tool_result","tool_use_id":"ws_sim1","content":[{"type":"web_search_result","title":"The Go site","url":"https://go.dev/","encrypted_content":""}]},{"type":"text","text":"Go is at go.dev."}]},{"role":"user","content":"thanks"}],"tools":[{"type":"web_search_20250305","name":"web_search"}]}`,
+			want:   []string{`{"type":"message","role":"user","content":[{"type":"input_text","text":"search go"}]},{"type":"web_search_call","id":"ws_sim1","status":"completed","action":{"type":"search","query":"go"}},{"type":"message","role":"assistant","content":[{"type":"output_text","text":"Go is at go.dev."}]}`},
 			absent: []string{"web_search_tool_result", "The Go site", "unsupported"}},
 		{name: "history: another server's search dropped",
 			body: `{"messages":[{"role":"user","content":"search go"},{"role":"assistant","content":[{"type":"server_tool_use","id":"srvtoolu_01","name":"web_search","input":{"query":"go"}},{"type":"web_search_tool_result","tool_use_id":"srvtoolu_01","content":[]},{"type":"text","text":"Found."}]}]}`,
