@@ -169,4 +169,5 @@ func (s *Server) ResetStats() {
 	s.aborts.reset()
 	s.conns.resetPeak()
 	s.turns.reset()
+	s.searches.reset()
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"slices"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -44,17 +45,62 @@ const (
 	evAnnotationAdd = "response.output_text.annotation.added"
 )
 
+// searchLog keeps the web search tool declarations of the requests answered.
+type searchLog struct {
+	mu    sync.Mutex
+	tools []json.RawMessage
+}
+
+// saw records the web search tools of a request's tools list.
+func (l *searchLog) saw(raw json.RawMessage) {
+	var tools []json.RawMessage
+	if json.Unmarshal(raw, &tools) != nil {
+		return
+	}
+	for _, t := range tools {
+		var tool struct {
+			Type string `json:"type"`
+		}
+		if json.Unmarshal(t, &tool) == nil && isWebSearchType(tool.Type) {
+			l.mu.Lock()
+			l.tools = append(l.tools, slices.Clone(t))
+			l.mu.Unlock()
+		}
+	}
+}
+
+func (l *searchLog) reset() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.tools = nil
+}
+
+// WebSearchTools returns the web search tools (web_search, web_search_preview...) the requests
+// answered declared, each as received, in order since the start or ResetStats.
+func (s *Server) WebSearchTools() []json.RawMessage {
+	s.searches.mu.Lock()
+	defer s.searches.mu.Unlock()
+	return slices.Clone(s.searches.tools)
+}
+
 // declaresWebSearch reports whether a request's tools include the hosted web search tool.
 func declaresWebSearch(raw json.RawMessage) bool {
 	var tools []struct {
 		Type string `json:"type"`
 	}
 	_ = json.Unmarshal(raw, &tools)
-	return slices.ContainsFunc(tools, func(t struct {
-		Type string `json:"type"`
-	}) bool {
-		return t.Type == "web_search" || strings.HasPrefix(t.Type, "web_search_preview") || strings.HasPrefix(t.Type, "web_search_2")
-	})
+	for _, t := range tools {
+		if isWebSearchType(t.Type) {
+			return true
+		}
+	}
+	return false
+}
+
+// isWebSearchType reports whether a tool type is the hosted web search: web_search, its dated
+// versions (web_search_2025_08_26) and web_search_preview.
+func isWebSearchType(typ string) bool {
+	return typ == "web_search" || strings.HasPrefix(typ, "web_search_preview") || strings.HasPrefix(typ, "web_search_2")
 }
 
 // searchQuery is the query a last user message asks to search for; "" when it asks none.

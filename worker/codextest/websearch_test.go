@@ -76,6 +76,9 @@ func TestWebSearchPlayed(t *testing.T) {
 	if s.Stats().WebSearches != 1 {
 		t.Errorf("Stats().WebSearches = %d, want 1", s.Stats().WebSearches)
 	}
+	if got := s.WebSearchTools(); len(got) != 1 || string(got[0]) != `{"type":"web_search"}` {
+		t.Errorf("WebSearchTools() = %s, want the one tool declared", got)
+	}
 }
 
 func mustJSON(v any) string { b, _ := json.Marshal(v); return string(b) }
