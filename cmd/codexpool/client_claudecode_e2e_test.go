@@ -74,8 +74,12 @@ func TestE2EClaudeCode(t *testing.T) {
 	rec.check(t, "/v1/messages")
 }
 
-// claudeCode runs the CLI non-interactively against base with the gateway's key.
-type claudeCode struct{ bin, base, home string }
+// claudeCode runs the CLI non-interactively against base with the gateway's key, with env added
+// to its environment.
+type claudeCode struct {
+	bin, base, home string
+	env             []string
+}
 
 // run runs `claude -p prompt args...` in dir and returns its trimmed output; a non-zero exit
 // fails the test.
@@ -91,6 +95,7 @@ func (cc claudeCode) run(t *testing.T, dir, prompt string, args ...string) strin
 		// No telemetry, error reports, update checks or connectivity probes: only the API calls.
 		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "DISABLE_AUTOUPDATER=1",
 	}
+	cmd.Env = append(cmd.Env, cc.env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()

@@ -16,5 +16,7 @@
 //
 // The rules are design/clients.md §1–5. A thinking block's signature is the reasoning item's id
 // and encrypted content ([signaturePrefix]); signatures in other formats (a real Anthropic one
-// left from a model switch) are dropped on the way in, as are redacted_thinking blocks.
+// left from a model switch) are dropped on the way in, as are redacted_thinking blocks. The web
+// search server tool maps to the Responses web_search tool, and each search of the answer to a
+// server_tool_use and a web_search_tool_result block (websearch.go, docs/web-search.md).
 package anthropic

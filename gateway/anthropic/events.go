@@ -14,6 +14,20 @@ type usageOut struct {
 	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
 	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
 	OutputTokens             int64 `json:"output_tokens"`
+	// ServerToolUse counts the web searches of an answer that made any.
+	ServerToolUse *serverToolUse `json:"server_tool_use,omitempty"`
+}
+
+type serverToolUse struct {
+	WebSearchRequests int `json:"web_search_requests"`
+}
+
+// withSearches is u with n web searches counted, if any.
+func (u usageOut) withSearches(n int) usageOut {
+	if n > 0 {
+		u.ServerToolUse = &serverToolUse{WebSearchRequests: n}
+	}
+	return u
 }
 
 func mapUsage(u *wire.Usage) usageOut {

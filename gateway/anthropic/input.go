@@ -107,6 +107,15 @@ func (b *inputBuilder) block(bl block) {
 			b.flush()
 			b.items = append(b.items, item)
 		}
+	case "server_tool_use":
+		if bl.Name != serverToolName {
+			b.pending = append(b.pending, wire.Unsupported(bl.Type))
+		} else if item, ok := searchInput(bl); ok {
+			b.flush()
+			b.items = append(b.items, item)
+		}
+	case "web_search_tool_result":
+		// What a search found: the assistant text after it says what the model took from it.
 	case "redacted_thinking":
 		// Another model's thinking: nothing the origin can read.
 	default:

@@ -14,15 +14,17 @@ func Message(resp []byte, model string, names wire.Names) ([]byte, error) {
 	if err := json.Unmarshal(resp, &r); err != nil {
 		return nil, errors.New("anthropic: the pool's reply is not a response object: " + err.Error())
 	}
-	return messageOf(&r, "", model, names), nil
+	return messageOf(&r, wire.OutputItems(resp), "", model, names), nil
 }
 
 // Collector gathers a streamed response for a client that did not ask for a stream. Feed it
 // every pool event; once Done, Message is the answer. Not safe for concurrent use.
 type Collector struct {
-	items    []wire.Item    // output items as they were done
-	terminal *wire.Response // the response of the terminal event
-	typ      string         // the terminal event's type
+	items    []wire.Item       // output items as they were done
+	raws     []json.RawMessage // the same, raw (a web search's members are not in Item)
+	terminal *wire.Response    // the response of the terminal event
+	output   []json.RawMessage // its output items, raw
+	typ      string            // the terminal event's type
 }
 
 // Event takes one pool event.
@@ -35,12 +37,18 @@ func (c *Collector) Event(ev []byte) {
 	case "response.output_item.done":
 		if e.Item != nil {
 			c.items = append(c.items, *e.Item)
+			c.raws = append(c.raws, wire.EventItem(ev))
 		}
 	case "response.completed", "response.incomplete", "response.done":
 		c.terminal, c.typ = e.Response, e.Type
 		if c.terminal == nil {
 			c.terminal = &wire.Response{}
 		}
+		var t struct {
+			Response json.RawMessage `json:"response"`
+		}
+		_ = json.Unmarshal(ev, &t)
+		c.output = wire.OutputItems(t.Response)
 	}
 }
 
@@ -54,16 +62,26 @@ func (c *Collector) Message(model string, names wire.Names) []byte {
 	if c.terminal != nil {
 		r = *c.terminal
 	}
+	raws := c.output
 	if len(r.Output) == 0 {
-		r.Output = c.items
+		r.Output, raws = c.items, c.raws
 	}
-	return messageOf(&r, c.typ, model, names)
+	return messageOf(&r, raws, c.typ, model, names)
 }
 
-func messageOf(r *wire.Response, typ, model string, names wire.Names) []byte {
+// messageOf is the message of r; raws are r.Output's items as sent, for what Item lacks.
+func messageOf(r *wire.Response, raws []json.RawMessage, typ, model string, names wire.Names) []byte {
 	content := []any{}
 	sawTool := false
+	searches := 0
 	for i := range r.Output {
+		if r.Output[i].Type == wire.TypeWebSearchCall {
+			if len(raws) == len(r.Output) {
+				content = append(content, searchBlocks(raws, i)...)
+			}
+			searches++
+			continue
+		}
 		b, isTool := outputBlocks(&r.Output[i], names)
 		content = append(content, b...)
 		sawTool = sawTool || isTool
@@ -73,7 +91,7 @@ func messageOf(r *wire.Response, typ, model string, names wire.Names) []byte {
 		id = "msg_codexpool"
 	}
 	return marshal(obj{"id": id, "type": "message", "role": "assistant", "model": model, "content": content,
-		"stop_reason": stopReason(sawTool, typ, r), "stop_sequence": nil, "usage": mapUsage(r.Usage)})
+		"stop_reason": stopReason(sawTool, typ, r), "stop_sequence": nil, "usage": mapUsage(r.Usage).withSearches(searches)})
 }
 
 // outputBlocks maps one output item to content blocks, and reports a named function call.

@@ -28,6 +28,7 @@ type Stream struct {
 	reasoning map[string]string // reasoning item id -> signature seen when added
 	calls     calls             // function calls by every alias
 	deferred  [][]byte          // events held while a tool block is open
+	search    searchStream      // the web search waiting for its results (websearch.go)
 	out       []Frame           // the frames of the event being handled
 }
 
@@ -67,6 +68,11 @@ func (s *Stream) handle(raw []byte) {
 		s.deferred = append(s.deferred, append([]byte(nil), raw...))
 		return
 	}
+	if s.search.holdsFor(&e) {
+		s.search.held = append(s.search.held, append([]byte(nil), raw...))
+		return
+	}
+	s.endSearchWait(&e, raw)
 	switch e.Type {
 	case "response.created":
 		s.begin(e.Response)
@@ -83,7 +89,7 @@ func (s *Stream) handle(raw []byte) {
 	case "response.function_call_arguments.done":
 		s.calls.get(&e).final = e.Arguments
 	case "response.output_item.done":
-		s.itemDone(&e)
+		s.itemDone(&e, raw)
 	case "response.completed", "response.incomplete", "response.done":
 		s.finish(e.Type, e.Response)
 	case "response.failed", "error":
@@ -181,8 +187,10 @@ func (s *Stream) itemAdded(e *wire.Event) {
 	}
 }
 
-func (s *Stream) itemDone(e *wire.Event) {
+func (s *Stream) itemDone(e *wire.Event, raw []byte) {
 	switch e.Item.Type {
+	case wire.TypeWebSearchCall:
+		s.searchDone(raw)
 	case "message":
 		s.messageDone(e)
 	case "reasoning":
@@ -293,7 +301,8 @@ func (s *Stream) finish(typ string, r *wire.Response) {
 		s.calls.active.done = true
 		s.closeCall()
 	}
-	for len(s.deferred) > 0 {
+	for len(s.deferred) > 0 || s.search.pending != nil {
+		s.flushSearch(nil)
 		held := s.deferred
 		s.deferred = nil
 		for _, ev := range held {
@@ -306,7 +315,7 @@ func (s *Stream) finish(typ string, r *wire.Response) {
 		u = r.Usage
 	}
 	s.emit("message_delta", obj{"type": "message_delta",
-		"delta": obj{"stop_reason": stopReason(s.sawTool, typ, r), "stop_sequence": nil}, "usage": mapUsage(u)})
+		"delta": obj{"stop_reason": stopReason(s.sawTool, typ, r), "stop_sequence": nil}, "usage": mapUsage(u).withSearches(s.search.count)})
 	s.emit("message_stop", obj{"type": "message_stop"})
 	s.done = true
 }

@@ -11,6 +11,9 @@ type tool struct {
 	Name        string          `json:"name"`
 	Description string          `json:"description"`
 	InputSchema json.RawMessage `json:"input_schema"`
+	// The web search server tool's options (websearch.go).
+	AllowedDomains []string           `json:"allowed_domains"`
+	UserLocation   *wire.UserLocation `json:"user_location"`
 }
 
 type toolChoice struct {
@@ -24,22 +27,30 @@ type thinking struct {
 	BudgetTokens *int   `json:"budget_tokens"`
 }
 
-// functionTools maps the client's tools to function tools; hosted Anthropic tools (web search
-// and the like, which carry a type) are not served by the pool and are left out.
-func functionTools(tools []tool, names wire.Names) []wire.FunctionTool {
-	var out []wire.FunctionTool
+// mapTools maps the client's tools: custom tools to function tools, the web search server tool
+// to the Responses web_search tool (webSearchTool); other server tools (code execution, web
+// fetch and the like) are not served by the pool and are left out.
+func mapTools(tools []tool, names wire.Names) []any {
+	var out []any
 	for _, t := range tools {
-		if t.Type != "" && t.Type != "custom" {
-			continue
+		switch {
+		case t.Type == "" || t.Type == "custom":
+			out = append(out, wire.Tool(names, t.Name, t.Description, t.InputSchema, false))
+		case isWebSearch(t.Type):
+			out = append(out, webSearchTool(t))
 		}
-		out = append(out, wire.Tool(names, t.Name, t.Description, t.InputSchema, false))
 	}
 	return out
 }
 
-func mapToolChoice(c *toolChoice, names wire.Names) json.RawMessage {
+func mapToolChoice(c *toolChoice, tools []tool, names wire.Names) json.RawMessage {
 	if c == nil {
 		return nil
+	}
+	if c.Type == "tool" {
+		if choice, ok := webSearchChoice(c.Name, tools); ok {
+			return choice
+		}
 	}
 	switch c.Type {
 	case "any":

@@ -20,8 +20,8 @@ type tool struct {
 }
 
 // tools maps function tools; other tool types are refused.
-func tools(n wire.Names, ts []tool) ([]wire.FunctionTool, error) {
-	out := make([]wire.FunctionTool, 0, len(ts))
+func tools(n wire.Names, ts []tool) ([]any, error) {
+	out := make([]any, 0, len(ts))
 	for i, t := range ts {
 		if t.Type != "function" {
 			return nil, refuse(fmt.Sprintf("tools[%d].type", i), "only function tools are supported, not %q", t.Type)

@@ -11,8 +11,8 @@ import (
 type Request struct {
 	Model             string          `json:"model,omitempty"`
 	Instructions      string          `json:"instructions"`
-	Input             []any           `json:"input"` // Message, FunctionCall, FunctionCallOutput, Reasoning
-	Tools             []FunctionTool  `json:"tools,omitempty"`
+	Input             []any           `json:"input"`           // Message, FunctionCall, FunctionCallOutput, Reasoning
+	Tools             []any           `json:"tools,omitempty"` // FunctionTool, WebSearchTool
 	ToolChoice        json.RawMessage `json:"tool_choice,omitempty"`
 	ParallelToolCalls *bool           `json:"parallel_tool_calls,omitempty"`
 	Reasoning         *Reasoning      `json:"reasoning,omitempty"`

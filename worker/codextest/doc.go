@@ -38,6 +38,12 @@
 //     an unknown call_id is a 400), with no assistant message and no user message with a
 //     directive after them, is answered with the text "Tool NAME returned: OUTPUT", a line per
 //     output;
+//   - web search: a request that declares the web_search tool (or web_search_preview) and whose
+//     last user message has the word "search" in it (any case) is answered with a web_search_call
+//     item (added, response.web_search_call.in_progress/searching/completed, done with action
+//     {type:"search", query}) and a message citing [SearchResults] as url_citation annotations;
+//     the query is the text after the last "query:", else the whole message (websearch.go).
+//     Stats.WebSearches counts them, [Server.WebSearchTools] lists the tools declared;
 //   - reasoning: with include ["reasoning.encrypted_content"] the answer starts with a reasoning
 //     item (its summary streamed, an opaque encrypted_content, output_tokens_details.
 //     reasoning_tokens); reasoning items sent back must carry content the server issued (else 400);

@@ -411,6 +411,8 @@ func (b *stepBuilder) reply(p plan, t *turn) {
 	case text != "":
 		b.message(p, []string{text})
 		u.OutputTokens = len(strings.Fields(text))
+	case t.query != "":
+		u.OutputTokens = b.search(p, t)
 	case t.format != "":
 		answer := structuredAnswer(t, p.words)
 		b.message(p, jsonDeltas(answer))

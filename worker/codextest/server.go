@@ -63,6 +63,7 @@ type Server struct {
 	last     lastRequests
 	caches   promptCaches
 	turns    turnLog       // the response.create frames received, for Turns
+	searches searchLog     // the web search tools declared, for WebSearchTools
 	ids      atomic.Uint64 // response ids
 	done     chan struct{} // closed by Close
 }

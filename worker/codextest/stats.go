@@ -49,6 +49,8 @@ type Stats struct {
 	CachedTokens int64 `json:"cached_tokens"`
 	// ToolCalls counts the function_call output items of the responses started.
 	ToolCalls int64 `json:"tool_calls"`
+	// WebSearches counts the web_search_call output items of the responses started (websearch.go).
+	WebSearches int64 `json:"web_searches"`
 	// Images counts the input_image parts of the requests answered (messages and tool outputs).
 	Images int64 `json:"images"`
 
@@ -77,13 +79,14 @@ type counters struct {
 
 // tokenCounters are the usage sums of Stats and AccountStats.
 type tokenCounters struct {
-	input, cached, calls atomic.Int64
+	input, cached, calls, searches atomic.Int64
 }
 
 func (c *tokenCounters) reset() {
 	c.input.Store(0)
 	c.cached.Store(0)
 	c.calls.Store(0)
+	c.searches.Store(0)
 }
 
 // add counts the usage and function calls of a response's terminal event, if steps have one.
@@ -96,8 +99,11 @@ func (c *tokenCounters) add(steps []step) {
 		c.input.Add(int64(re.Response.Usage.InputTokens))
 		c.cached.Add(int64(re.Response.Usage.InputTokensDetails.CachedTokens))
 		for _, it := range re.Response.Output {
-			if _, isCall := it.(callItem); isCall {
+			switch it.(type) {
+			case callItem:
 				c.calls.Add(1)
+			case searchItem:
+				c.searches.Add(1)
 			}
 		}
 	}
@@ -145,6 +151,7 @@ func (s *Server) Stats() Stats {
 		InputTokens:        s.c.tokens.input.Load(),
 		CachedTokens:       s.c.tokens.cached.Load(),
 		ToolCalls:          s.c.tokens.calls.Load(),
+		WebSearches:        s.c.tokens.searches.Load(),
 		Images:             s.c.images.Load(),
 		FrameBytes:         s.c.frameBytes.Load(),
 		Continued:          s.c.continued.Load(),
@@ -162,4 +169,5 @@ func (s *Server) ResetStats() {
 	s.aborts.reset()
 	s.conns.resetPeak()
 	s.turns.reset()
+	s.searches.reset()
 }

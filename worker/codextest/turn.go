@@ -18,6 +18,8 @@ type turn struct {
 	format    string          // "json_schema" or "json_object": a structured output (structured.go)
 	schema    map[string]any  // the json_schema format's schema
 	images    int             // input_image parts in the input
+	query     string          // the web search the last user message asks for (websearch.go)
+	sources   bool            // include asks for web_search_call.action.sources
 }
 
 // inputItem is the part of an input item a turn reads.
@@ -39,16 +41,21 @@ func readTurn(req *genRequest) (*turn, error) {
 	var include []string
 	_ = json.Unmarshal(req.Include, &include) // unreadable = nothing included
 	t.reasoning = slices.Contains(include, includeEncrypted)
+	t.sources = slices.Contains(include, includeSources)
 	var s string
-	if json.Unmarshal(req.Input, &s) == nil {
-		t.lastUser = s
-		return t, nil
-	}
 	var items []inputItem
-	if json.Unmarshal(req.Input, &items) != nil {
-		return t, nil
+	switch {
+	case json.Unmarshal(req.Input, &s) == nil:
+		t.lastUser = s
+	case json.Unmarshal(req.Input, &items) == nil:
+		if err := t.readItems(items); err != nil {
+			return t, err
+		}
 	}
-	return t, t.readItems(items)
+	if declaresWebSearch(req.Tools) {
+		t.query = searchQuery(t.lastUser)
+	}
+	return t, nil
 }
 
 func (t *turn) readItems(items []inputItem) error {
@@ -113,11 +120,11 @@ func (t *turn) decide(defaults []ToolCall) (string, []ToolCall) {
 	if err != nil {
 		return "sim: " + err.Error(), nil
 	}
-	if len(calls) == 0 {
+	if len(calls) == 0 && t.query == "" {
 		calls = defaults
 	}
 	if len(calls) == 0 {
-		return "", nil
+		return "", nil // the Answer words, or a search (t.query)
 	}
 	if name := undeclared(calls, t.tools); name != "" {
 		return fmt.Sprintf("sim: tool %q is not declared in the request's tools", name), nil
