@@ -33,7 +33,8 @@ const compactTokenLimit = 500
 //     turn sends that item back (the simulator counts it, and refuses any it did not issue).
 //
 // In both the CLI goes on after the compaction: the second turn prints the simulator's answer
-// to the request the CLI made after compacting.
+// to the request the CLI made after compacting. The remote compaction is also driven over the
+// gateway's WebSocket (supports_websockets = true).
 func TestE2ECodexCLICompact(t *testing.T) {
 	codexBin := os.Getenv(codexCLIEnv)
 	if codexBin == "" {
@@ -44,7 +45,7 @@ func TestE2ECodexCLICompact(t *testing.T) {
 	}
 	c := newCluster(t, codextest.Options{Words: 8, Strict: true})
 	c.startWorker("w1")
-	_, base := c.startGateway()
+	gw, base := c.startGateway()
 
 	t.Run("local", func(t *testing.T) {
 		rec := newRecorder(t, base)
@@ -102,11 +103,32 @@ func TestE2ECodexCLICompact(t *testing.T) {
 		}
 		rec.check(t, "/v1/")
 	})
+
+	// Over the gateway's WebSocket the same request is a response.create frame; the proxy
+	// cannot read frames, so the simulator's counters and the gateway's log are the evidence.
+	t.Run("remote websocket", func(t *testing.T) {
+		before := c.sim.Stats()
+		cx := compactingCLI(t, codexBin, base, "OpenAI", "supports_websockets = true")
+		dir := t.TempDir()
+		cx.run(t, dir, "First turn of a long conversation")
+		out := cx.run(t, dir, "Second turn, after the compaction", "resume", "--last")
+		st := c.sim.Stats()
+		if st.Compactions-before.Compactions != 1 || st.CompactedInputs-before.CompactedInputs < 1 {
+			t.Errorf("simulator compactions +%d, compacted inputs +%d; want +1 and at least +1",
+				st.Compactions-before.Compactions, st.CompactedInputs-before.CompactedInputs)
+		}
+		if !strings.Contains(gw.out.String(), `"msg":"websocket closed"`) {
+			t.Error("the CLI did not use the gateway's WebSocket")
+		}
+		if !strings.HasPrefix(out, codextest.AnswerPrefix) {
+			t.Errorf("the second turn printed %q, want the simulator's answer", out)
+		}
+	})
 }
 
-// compactingCLI is a codexCLI whose config names the gateway at base as a provider called name,
-// with a low model_auto_compact_token_limit.
-func compactingCLI(t *testing.T, bin, base, name string) codexCLI {
+// compactingCLI is a codexCLI whose config names the gateway at base as a provider called name
+// (more lines of the provider's table in extra), with a low model_auto_compact_token_limit.
+func compactingCLI(t *testing.T, bin, base, name string, extra ...string) codexCLI {
 	t.Helper()
 	cx := codexCLI{bin: bin, home: t.TempDir()}
 	config := fmt.Sprintf(`model = "gpt-5.1-codex"
@@ -118,7 +140,8 @@ name = %q
 base_url = "%s/v1"
 wire_api = "responses"
 env_key = "POOL_API_KEY"
-`, compactTokenLimit, name, base)
+%s
+`, compactTokenLimit, name, base, strings.Join(extra, "\n"))
 	if err := os.WriteFile(filepath.Join(cx.home, "config.toml"), []byte(config), 0o600); err != nil {
 		t.Fatal(err)
 	}
