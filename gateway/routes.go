@@ -52,6 +52,7 @@ func (g *Gateway) routes() *http.ServeMux {
 	h("POST /v1/responses", guardOpenAI, func(w http.ResponseWriter, r *http.Request, c call) outcome { return g.createResponse(w, r, c.id) })
 	h("GET /v1/responses", guardOpenAI, g.responsesSocket)
 	h("/v1/responses", guardOpenAI, only(http.MethodPost))
+	h("POST /v1/responses/compact", guardOpenAI, func(w http.ResponseWriter, r *http.Request, c call) outcome { return g.compactResponses(w, r, c.id) })
 	h("GET /v1/responses/{id...}", guardOpenAI, func(w http.ResponseWriter, r *http.Request, c call) outcome {
 		return g.getResponse(w, r, c.owner, r.PathValue("id"))
 	})

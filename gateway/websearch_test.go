@@ -89,12 +89,10 @@ func checkToolReached(t *testing.T, p *pool, want string) {
 	var a, b any
 	_ = json.Unmarshal(got[len(got)-1], &a)
 	_ = json.Unmarshal([]byte(want), &b)
-	if ja, jb := mustMarshal(a), mustMarshal(b); ja != jb {
+	if ja, jb := mustMarshal(t, a), mustMarshal(t, b); ja != jb {
 		t.Errorf("the origin saw the tool %s, want %s as sent", ja, jb)
 	}
 }
-
-func mustMarshal(v any) string { b, _ := json.Marshal(v); return string(b) }
 
 // TestResponsesWebSearch: POST /v1/responses with the web_search tool reaches the origin with
 // the tool as sent (filters, location, context size), and the origin's search comes back as it

@@ -393,12 +393,19 @@ func overloadedEvent() *errorEvent {
 	}
 }
 
-// reply adds the answer t asks for, after a reasoning item when it asks for one: function
+// reply adds the answer t asks for: one compaction item when it asks for a compaction, else,
+// after a reasoning item when it asks for one, function
 // calls, text quoting tool results or saying why a call cannot be made, or the Answer words;
 // then the completion (or, with FaultIncomplete, response.incomplete).
 func (b *stepBuilder) reply(p plan, t *turn) {
 	u := &usage{InputTokens: max(1, len(strings.Fields(t.prompt)))}
 	u.InputTokensDetails.CachedTokens = int(float64(u.InputTokens) * t.cached)
+	if t.compact {
+		u.OutputTokens = b.compaction(p, t)
+		u.TotalTokens = u.InputTokens + u.OutputTokens
+		b.finish(p, u)
+		return
+	}
 	if t.reasoning {
 		u.OutputTokensDetails.ReasoningTokens = b.reasoning()
 	}

@@ -205,6 +205,7 @@ func (s *Server) begin(acct *account, req *genRequest, sse bool, now time.Time) 
 	s.c.responses.Add(1)
 	s.c.images.Add(int64(t.images))
 	s.searches.saw(req.Tools)
+	s.countCompaction(t)
 	if sse {
 		s.c.sse.Add(1)
 	}

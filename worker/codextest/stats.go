@@ -62,6 +62,11 @@ type Stats struct {
 	Continued        int64 `json:"continued"`
 	PreviousNotFound int64 `json:"previous_not_found"`
 
+	// Compactions counts the responses that answered a compaction_trigger with a compaction
+	// item; CompactedInputs the requests whose input sent an issued compaction item back.
+	Compactions     int64 `json:"compactions"`
+	CompactedInputs int64 `json:"compacted_inputs"`
+
 	// Accounts are the per-account counters by Account.Name; nil without Options.Accounts.
 	Accounts map[string]AccountStats `json:"accounts,omitempty"`
 }
@@ -74,6 +79,7 @@ type counters struct {
 	httpRejected, unauthorized, usageLimited, unsupported        atomic.Int64
 	refreshCalls, refreshOK, refreshReused, refreshInvalidated   atomic.Int64
 	frameBytes, continued, previousNotFound, images, pings       atomic.Int64
+	compactions, compactedInputs                                 atomic.Int64
 	tokens                                                       tokenCounters
 }
 
@@ -114,7 +120,8 @@ func (c *counters) reset() {
 		&c.upgrades426, &c.responses, &c.sse, &c.completed, &c.reused, &c.busy, &c.faults,
 		&c.httpRejected, &c.unauthorized, &c.usageLimited, &c.unsupported,
 		&c.refreshCalls, &c.refreshOK, &c.refreshReused, &c.refreshInvalidated,
-		&c.frameBytes, &c.continued, &c.previousNotFound, &c.images, &c.pings} {
+		&c.frameBytes, &c.continued, &c.previousNotFound, &c.images, &c.pings,
+		&c.compactions, &c.compactedInputs} {
 		v.Store(0)
 	}
 	c.tokens.reset()
@@ -156,6 +163,8 @@ func (s *Server) Stats() Stats {
 		FrameBytes:         s.c.frameBytes.Load(),
 		Continued:          s.c.continued.Load(),
 		PreviousNotFound:   s.c.previousNotFound.Load(),
+		Compactions:        s.c.compactions.Load(),
+		CompactedInputs:    s.c.compactedInputs.Load(),
 		Accounts:           s.Accounts.all(time.Now()),
 	}
 }

@@ -20,6 +20,9 @@ type turn struct {
 	images    int             // input_image parts in the input
 	query     string          // the web search the last user message asks for (websearch.go)
 	sources   bool            // include asks for web_search_call.action.sources
+	items     int             // the input's items
+	compact   bool            // the input ends with a compaction_trigger (compaction.go)
+	compacted int             // compaction items the input sends back
 }
 
 // inputItem is the part of an input item a turn reads.
@@ -60,6 +63,8 @@ func readTurn(req *genRequest) (*turn, error) {
 
 func (t *turn) readItems(items []inputItem) error {
 	calls := map[string]string{} // call_id -> name
+	t.items = len(items)
+	t.compact = len(items) > 0 && items[len(items)-1].Type == itemCompactionTrigger
 	for _, it := range items {
 		switch it.Type {
 		case "", "message":
@@ -77,6 +82,14 @@ func (t *turn) readItems(items []inputItem) error {
 			if it.EncryptedContent != nil && !issuedEncrypted(*it.EncryptedContent) {
 				return fmt.Errorf("the encrypted content %.20q could not be verified", *it.EncryptedContent)
 			}
+		case itemCompaction:
+			if it.EncryptedContent == nil {
+				return fmt.Errorf("a compaction item without encrypted_content")
+			}
+			if _, issued := CompactionSummary(*it.EncryptedContent); !issued {
+				return fmt.Errorf("the compaction's encrypted content %.20q could not be verified", *it.EncryptedContent)
+			}
+			t.compacted++
 		}
 	}
 	return nil

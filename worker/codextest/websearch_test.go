@@ -69,8 +69,8 @@ func TestWebSearchPlayed(t *testing.T) {
 		if a["type"] != "url_citation" || a["url"] != r.URL || a["title"] != r.Title || end > len(runes) || string(runes[start:end]) != r.Title {
 			t.Errorf("annotation %d %v over %q, want url_citation of %v over its title in %q", i, a, string(runes[min(start, len(runes)):min(end, len(runes))]), r, text)
 		}
-		if b, _ := json.Marshal(added[i]); string(b) != mustJSON(a) {
-			t.Errorf("annotation.added %d %s, want %s", i, b, mustJSON(a))
+		if b, _ := json.Marshal(added[i]); string(b) != string(mustJSON(t, a)) {
+			t.Errorf("annotation.added %d %s, want %s", i, b, mustJSON(t, a))
 		}
 	}
 	if s.Stats().WebSearches != 1 {
@@ -80,8 +80,6 @@ func TestWebSearchPlayed(t *testing.T) {
 		t.Errorf("WebSearchTools() = %s, want the one tool declared", got)
 	}
 }
-
-func mustJSON(v any) string { b, _ := json.Marshal(v); return string(b) }
 
 // TestWebSearchTrigger: only a request that declares the web search tool and whose last user
 // message says "search" searches; the query is what follows "query:", else the whole message;
