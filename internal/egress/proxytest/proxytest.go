@@ -23,6 +23,10 @@ type Connect struct {
 	// can tell its tunnels from direct connections); nil = the system's choice. Set it before
 	// the first tunnel.
 	From net.Addr
+	// Hosts maps a CONNECT target (host:port) to the address dialed instead: a name only the
+	// proxy knows, so that a client reaching it at all proves it went through the proxy. Set it
+	// before the first tunnel.
+	Hosts map[string]string
 
 	mu    sync.Mutex
 	dead  bool
@@ -48,14 +52,16 @@ func NewConnect(t testing.TB, user, password string) *Connect {
 
 // tunnel opens the tunnel to host and copies both ways until either end closes.
 func (p *Connect) tunnel(w http.ResponseWriter, host string) {
+	if to, ok := p.Hosts[host]; ok {
+		host = to
+	}
 	d := net.Dialer{LocalAddr: p.From}
 	up, err := d.Dial("tcp", host)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadGateway)
 		return
 	}
-	w.WriteHeader(http.StatusOK)
-	down, _, err := http.NewResponseController(w).Hijack()
+	down, brw, err := http.NewResponseController(w).Hijack()
 	if err != nil || !p.track(up, down) {
 		up.Close()
 		if down != nil {
@@ -65,10 +71,17 @@ func (p *Connect) tunnel(w http.ResponseWriter, host string) {
 	}
 	p.Tunnels.Add(1)
 	defer p.untrack(up, down)
+	// The answer goes out after the hijack, and what the client sent after its CONNECT (read
+	// ahead into brw) goes upstream first.
+	if _, err := io.WriteString(down, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+		up.Close()
+		down.Close()
+		return
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		io.Copy(up, down)
+		io.Copy(up, brw.Reader)
 		up.Close()
 	}()
 	io.Copy(down, up)
