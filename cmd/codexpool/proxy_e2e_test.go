@@ -40,6 +40,12 @@ func newOriginDoor(t *testing.T, target string) *originDoor {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return newDoorOn(t, l, target)
+}
+
+// newDoorOn relays the connections l accepts to target (a listener made in another network
+// namespace bridges it to this one).
+func newDoorOn(t *testing.T, l net.Listener, target string) *originDoor {
 	d := &originDoor{l: l, target: target, from: map[string]int{}, conns: map[net.Conn]struct{}{}}
 	d.wg.Add(1)
 	go d.serve()
