@@ -116,3 +116,25 @@ func TestProxyFailureIsTyped(t *testing.T) {
 		})
 	}
 }
+
+// TestProxyFailureOnHTTPFallbackIsTyped: on the HTTP fallback (the origin answers 426), a proxy
+// that dies fails the next request with an error egress.AsError finds, as on the upgrade path.
+func TestProxyFailureOnHTTPFallbackIsTyped(t *testing.T) {
+	srv := newSim(t, codextest.Options{WSOff: true})
+	px := proxytest.NewConnect(t, "acct1", "s3cretpw")
+	c := newClient(t, srv, Config{NoReuse: true, ProxyURL: px.URLWith("acct1", "s3cretpw")})
+	if _, err := c.Generate(context.Background(), createFrame("hi", nil), nil); err != nil {
+		t.Fatalf("Generate over the HTTP fallback: %v", err)
+	}
+	if st := srv.Stats(); st.SSEResponses != 1 || st.UpgradesAccepted != 0 {
+		t.Fatalf("simulator: HTTP streams %d, upgrades %d; want 1, 0", st.SSEResponses, st.UpgradesAccepted)
+	}
+	px.Kill()
+	_, err := c.Generate(context.Background(), createFrame("hi", nil), nil)
+	if _, ok := egress.AsError(err); !ok || strings.Contains(err.Error(), "s3cretpw") {
+		t.Fatalf("Generate through the dead proxy: err %v; want an egress.Error without the password", err)
+	}
+	if n := srv.Stats().SSEResponses; n != 1 {
+		t.Errorf("simulator HTTP streams %d, want still 1", n)
+	}
+}
