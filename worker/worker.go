@@ -284,7 +284,8 @@ func (w *Worker) onLimits(a *account, l codex.Limits) {
 func (w *Worker) ID() string { return w.id }
 
 // refused classifies err from account a: "limits" for a usage or rate limit, "credentials" for
-// a 401, "proxy" for a failure of the account's proxy, "" for anything else. A refusal cools a down (with Config.Accounts).
+// a 401, "proxy" for a failure of the account's proxy, "" for anything else. A refusal cools a
+// down (with Config.Accounts).
 func (w *Worker) refused(a *account, err error) string {
 	if pe, ok := egress.AsError(err); ok {
 		return w.proxyFailed(a, pe)
