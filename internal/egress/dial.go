@@ -67,7 +67,14 @@ type dialer struct {
 	forward  *net.Dialer
 }
 
+// Timeout bounds a dial through the proxy, from the TCP connect to the open tunnel, when the
+// caller's context allows longer (the upgrade's own per-attempt timeout is shorter): a proxy
+// that does not answer fails as an *Error, not as the caller's deadline.
+const Timeout = 30 * time.Second
+
 func (p *dialer) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, Timeout)
+	defer cancel() // the open tunnel no longer watches ctx
 	if p.u.Scheme == "socks5" || p.u.Scheme == "socks5h" {
 		return p.socks(ctx, network, addr)
 	}
