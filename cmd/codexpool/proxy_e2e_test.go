@@ -142,8 +142,9 @@ type proxyAccount struct {
 // simulator through a door that counts them by source address: per account, the tunnels of its
 // proxy = its generations + its refreshes (sockets are not reused), and none came direct. Then
 // bob's proxy dies: bob cools down with reason proxy (stats and /metrics), alice and carol serve,
-// and no client request fails. No proxy password appears in any output of the run: the worker's
-// logs, the replies, /metrics, the stats, and codexpool config.
+// and no client request fails; the gateway's dashboard shows bob's cooldown reason. No proxy
+// password appears in any output of the run: the worker's and the gateway's logs, the replies,
+// /metrics, the stats, the dashboard's data, and codexpool config.
 func TestE2EProxyPerAccount(t *testing.T) {
 	proxytest.NeedSOCKS5(t)
 	c := newCluster(t, codextest.Options{Words: 3, Latency: 10 * time.Millisecond, Accounts: []codextest.Account{
@@ -263,9 +264,15 @@ func TestE2EProxyPerAccount(t *testing.T) {
 		t.Errorf("%d connections reached the simulator direct, want 0", n)
 	}
 	t.Logf("client requests: %d ok, %d failed", ok, failed)
+	gw, base := c.startGateway()
+	dash := dashboardData(t, base)
+	if !strings.Contains(dash, `"cooldown_reason":"proxy socks5h://`) {
+		t.Errorf("the dashboard's data shows no proxy cooldown for bob: %s", dash)
+	}
 
 	// Every output of the run, searched for every proxy password.
-	outputs := map[string]string{"worker log": w.out.String(), "replies": strings.Join(replies, "\n")}
+	outputs := map[string]string{"worker log": w.out.String(), "replies": strings.Join(replies, "\n"),
+		"dashboard data": dash, "gateway log": gw.out.String()}
 	outputs["/metrics"] = httpBody(t, "http://"+metricsAddr+"/metrics")
 	raw, _ := json.Marshal(stats)
 	outputs["stats"] = string(raw)
@@ -333,4 +340,26 @@ func httpBody(t *testing.T, url string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// dashboardData returns the gateway's GET /dashboard/data (what the dashboard's page shows).
+func dashboardData(t *testing.T, base string) string {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, base+"/dashboard/data", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+gatewayKey)
+	var body string
+	waitCond(t, 10*time.Second, "the dashboard's data to list the worker's accounts", func() bool {
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		body = string(b)
+		return resp.StatusCode == http.StatusOK && strings.Contains(body, `"bob"`)
+	})
+	return body
 }
