@@ -223,7 +223,7 @@ func TestE2EProxyPerAccount(t *testing.T) {
 	for _, a := range accounts {
 		s := st.Accounts[a.name]
 		tunnels := waitTunnels(a.tunnels, s.Completed+s.RefreshCalls)
-		t.Logf("%s: proxy tunnels %d = generations %d + refreshes %d (upgrades %d, refused %d); door from %s: %d",
+		t.Logf("%s: proxy tunnels %d; generations %d + refreshes %d (upgrades %d, refused %d); door from %s: %d",
 			a.name, tunnels, s.Completed, s.RefreshCalls, s.UpgradesAccepted, s.UpgradesRejected, a.from, seen[a.from])
 		if tunnels != s.Completed+s.RefreshCalls || int64(seen[a.from]) != tunnels || s.Completed == 0 {
 			t.Errorf("%s: proxy tunnels %d, door from its proxy %d; want both = generations %d + refreshes %d, generations > 0",
