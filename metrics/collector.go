@@ -250,7 +250,7 @@ func newAccountSeries() accountSeries {
 		inflight:    newDesc("account_inflight", "Generations running on the account now.", "account"),
 		requests:    newDesc("account_requests_total", "Generations started on the account (a request that moved counts on every account it tried).", "account"),
 		completed:   newDesc("account_completed_total", "Generations the account completed.", "account"),
-		rejections:  newDesc("account_rejections_total", "Generations the origin refused for the account's limits (429) or credentials (401), by reason: limits, credentials.", "account", "reason"),
+		rejections:  newDesc("account_rejections_total", "Generations refused for the account's limits (429) or credentials (401) by the origin, or failed by the account's proxy (unreachable, 407, no answer in time), by reason: limits, credentials, proxy.", "account", "reason"),
 		moved:       newDesc("account_moved_total", "Refused generations that moved on to another account.", "account"),
 		upgrades:    newDesc("account_upgrades_total", "The account's upgrade attempts by result: ok, forbidden (403).", "account", "result"),
 		gateSpacing: newDesc("account_gate_spacing_seconds", "The account's connect gate spacing.", "account"),
@@ -275,6 +275,7 @@ func (s accountSeries) collect(e emit, accounts []worker.AccountStats, now time.
 		e.counter(s.completed, float64(a.Completed), a.Name)
 		e.counter(s.rejections, float64(a.Limited), a.Name, "limits")
 		e.counter(s.rejections, float64(a.Unauthorized), a.Name, "credentials")
+		e.counter(s.rejections, float64(a.Proxy), a.Name, "proxy")
 		e.counter(s.moved, float64(a.Moved), a.Name)
 		e.counter(s.upgrades, float64(a.Upstream.Upgrades), a.Name, "ok")
 		e.counter(s.upgrades, float64(a.Upstream.Forbidden), a.Name, "forbidden")

@@ -76,12 +76,13 @@ type AccountStats struct {
 	MaxUsedPercent float64 `json:"max_used_percent"`
 	Inflight       int     `json:"inflight"`
 
-	Requests     int64 `json:"requests"`     // generations started on the account
-	Completed    int64 `json:"completed"`    // of those, completed
-	Limited      int64 `json:"limited"`      // refused for a usage or rate limit (429)
-	Unauthorized int64 `json:"unauthorized"` // refused for its credentials (401)
-	Moved        int64 `json:"moved"`        // refused ones that moved to another account
-	Cooldowns    int64 `json:"cooldowns"`    // cooldowns begun or extended
+	Requests     int64 `json:"requests"`       // generations started on the account
+	Completed    int64 `json:"completed"`      // of those, completed
+	Limited      int64 `json:"limited"`        // refused for a usage or rate limit (429)
+	Unauthorized int64 `json:"unauthorized"`   // refused for its credentials (401)
+	Proxy        int64 `json:"proxy_failures"` // tries its proxy failed (unreachable, 407, no answer in time)
+	Moved        int64 `json:"moved"`          // refused ones that moved to another account
+	Cooldowns    int64 `json:"cooldowns"`      // cooldowns begun or extended
 	// Answered counts requests answered at once, naming this account, because every account was
 	// cooling down.
 	Answered int64 `json:"answered_cooling"`

@@ -46,6 +46,7 @@ func LoadAccounts(path string, getenv func(string) string) ([]Account, error) {
 //	    account_id: 6f1c...            # optional: sent as ChatGPT-Account-Id
 //	    max_used_percent: 80           # optional: never use it above 80% of a usage window
 //	    max_concurrent: 2              # optional: at most 2 generations at once, over every worker
+//	    proxy_url: socks5h://u:pw@h:1080 # optional: every byte of the account through it (default: Config.ProxyURL)
 //
 // Each account has exactly one of auth_file, token and token_env. getenv resolves token_env; an
 // unset or empty variable is an error. Unknown fields are errors. Every error names the field

@@ -34,6 +34,7 @@ type account struct {
 	requests, completed     atomic.Int64 // generations started on the account; of those, completed
 	limited, unauthorized   atomic.Int64 // refusals for limits (429) and credentials (401)
 	moved, cooldowns, fasts atomic.Int64 // moved to another account; cooldowns begun; fast answers naming it
+	proxyFailures           atomic.Int64 // tries its proxy failed (unreachable, 407, no answer in time)
 }
 
 // router picks the account for each generation. Safe for concurrent use. It knows no account
@@ -301,7 +302,7 @@ func (r *router) coolingError(a *account, now time.Time) *schemas.Error {
 		what = "the only account is cooling down"
 	}
 	upstream := a.lim.coolCode
-	if upstream == codeUnauthorized {
+	if upstream == codeUnauthorized || upstream == codeProxy {
 		upstream = ""
 	}
 	return &schemas.Error{Status: status, Code: code, RetryAfter: wait, UpstreamCode: upstream, Account: a.name,
@@ -310,6 +311,10 @@ func (r *router) coolingError(a *account, now time.Time) *schemas.Error {
 
 // codeUnauthorized marks a cooldown set by a 401 (the origin's own code is rarely given).
 const codeUnauthorized = "unauthorized"
+
+// codeProxy marks a cooldown set by a failure of the account's proxy; reasonProxy is that
+// refusal's reason (beside "limits" and "credentials").
+const codeProxy, reasonProxy = "proxy", "proxy"
 
 // finish releases a generation pick started on a: completed counts it towards the account's
 // projected usage.

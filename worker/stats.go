@@ -50,6 +50,7 @@ type AccountStats struct {
 	Completed    int64 // of those, completed
 	Limited      int64 // refused for a usage or rate limit (429)
 	Unauthorized int64 // refused for its credentials (401)
+	Proxy        int64 // tries its proxy failed (unreachable, 407, no answer in time)
 	Moved        int64 // refused ones that moved to another account
 	Cooldowns    int64 // cooldowns begun or extended
 	// Answered counts requests answered at once, naming this account, because every account was
@@ -87,6 +88,7 @@ func (w *Worker) AccountStats() []AccountStats {
 		s := &out[i]
 		s.Requests, s.Completed = a.requests.Load(), a.completed.Load()
 		s.Limited, s.Unauthorized, s.Moved = a.limited.Load(), a.unauthorized.Load(), a.moved.Load()
+		s.Proxy = a.proxyFailures.Load()
 		s.Cooldowns, s.Answered = a.cooldowns.Load(), a.fasts.Load()
 		s.Gate, s.Upstream = a.gate.Snapshot(), a.codex.Stats()
 	}
@@ -110,7 +112,7 @@ func accountData(s AccountStats, now time.Time) schemas.AccountStats {
 		Name: s.Name, Windows: s.Windows, CoolingDown: s.CoolingDown, LastCall: s.LastCall,
 		MaxUsedPercent: s.MaxUsedPercent, Inflight: s.Inflight,
 		Requests: s.Requests, Completed: s.Completed, Limited: s.Limited, Unauthorized: s.Unauthorized,
-		Moved: s.Moved, Cooldowns: s.Cooldowns, Answered: s.Answered,
+		Proxy: s.Proxy, Moved: s.Moved, Cooldowns: s.Cooldowns, Answered: s.Answered,
 		Gate: gateData(s.Gate), Upstream: s.Upstream,
 	}
 	if s.CoolingDown {

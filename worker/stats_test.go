@@ -33,7 +33,7 @@ func TestStatsDataFieldNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	gateKeys := "closed epoch failures fleet_accepted_per_s in_flight mode peers queued rejections signals spacing_ms starts streak successes waited_ms window"
-	accountKeys := "answered_cooling completed cooldowns cooling_down gate inflight last_call limited max_used_percent moved name requests unauthorized upstream windows"
+	accountKeys := "answered_cooling completed cooldowns cooling_down gate inflight last_call limited max_used_percent moved name proxy_failures requests unauthorized upstream windows"
 	accounts := data["accounts"].([]any)
 	cooling, idle := accounts[0].(map[string]any), accounts[1].(map[string]any)
 	tests := []struct {

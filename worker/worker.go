@@ -16,10 +16,12 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/codexpool/codexpool/gate"
+	"github.com/codexpool/codexpool/internal/egress"
 	"github.com/codexpool/codexpool/schemas"
 	"github.com/codexpool/codexpool/worker/codex"
 	"github.com/codexpool/codexpool/worker/codex/login"
@@ -282,8 +284,12 @@ func (w *Worker) onLimits(a *account, l codex.Limits) {
 func (w *Worker) ID() string { return w.id }
 
 // refused classifies err from account a: "limits" for a usage or rate limit, "credentials" for
-// a 401, "" for anything else. A refusal cools a down (with Config.Accounts).
+// a 401, "proxy" for a failure of the account's proxy, "" for anything else. A refusal cools a
+// down (with Config.Accounts).
 func (w *Worker) refused(a *account, err error) string {
+	if pe, ok := egress.AsError(err); ok {
+		return w.proxyFailed(a, pe)
+	}
 	e, ok := schemas.AsError(err)
 	if !ok {
 		return ""
@@ -306,6 +312,20 @@ func (w *Worker) refused(a *account, err error) string {
 			"for", until.Sub(now).Round(time.Second), "reason", e.Error())
 	}
 	return reason
+}
+
+// proxyFailed cools a down for a failure of its proxy (unreachable, 407, no answer in time):
+// the account is out until the cooldown ends, the generation moves on. The reason names the
+// proxy by its redacted URL.
+func (w *Worker) proxyFailed(a *account, pe *egress.Error) string {
+	a.proxyFailures.Add(1)
+	now := time.Now()
+	why := strings.TrimPrefix(pe.Error(), "egress: ") // "proxy <redacted URL>: what failed"
+	if grew, until := w.router.refuse(a, codeProxy, why, 0, now); grew {
+		w.log.Warn("account cooling down", "worker", w.id, "account", a.name, "until", until,
+			"for", until.Sub(now).Round(time.Second), "reason", why)
+	}
+	return reasonProxy
 }
 
 // noAccountLeft is the error of a generation pick found no account for: the last refusal when

@@ -344,7 +344,7 @@ type Codex struct {
 	CodexAccountID      string        `envconfig:"CODEX_ACCOUNT_ID" yaml:"account_id"`
 	CodexAuthFile       string        `envconfig:"CODEX_AUTH_FILE" yaml:"auth_file"`
 	CodexRefreshURL     string        `envconfig:"CODEX_REFRESH_URL" yaml:"refresh_url"`
-	ProxyURL            string        `envconfig:"PROXY_URL" yaml:"proxy_url" secret:"true"`
+	ProxyURL            string        `envconfig:"PROXY_URL" yaml:"proxy_url" secret:"url"`
 	CodexClientID       string        `envconfig:"CODEX_CLIENT_ID" yaml:"client_id"`
 	CredentialsKeyFile  string        `envconfig:"CREDENTIALS_KEY_FILE" yaml:"credentials_key_file"`
 	CredentialsReplicas int           `envconfig:"CREDENTIALS_REPLICAS" yaml:"credentials_replicas"`

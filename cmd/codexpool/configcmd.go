@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"text/tabwriter"
 
 	"github.com/codexpool/codexpool/internal/config"
 )
@@ -49,11 +50,36 @@ func runConfig(_ context.Context, e env, args []string) error {
 	if err := warnEnviron(e, wc.AccountsFile); err != nil {
 		return err
 	}
+	printAccounts(e, wc)
 	if err := wst.Explain(wc.validate()); err != nil {
 		return err
 	}
 	_, err = gc.check()
 	return gst.Explain(err)
+}
+
+// printAccounts lists the accounts of the CODEXPOOL_ACCOUNTS file with the proxy each one's
+// bytes leave through (user information redacted); a file that does not load is explained by
+// the validation after it.
+func printAccounts(e env, wc workerConfig) {
+	accts, err := wc.accounts(e.getenv)
+	if err != nil || len(accts) == 0 {
+		return
+	}
+	fmt.Fprintf(e.stdout, "\n# accounts: %s\n", wc.AccountsFile)
+	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+	defer tw.Flush()
+	fmt.Fprintln(tw, "ACCOUNT\tPROXY")
+	for _, a := range accts {
+		px := config.Redact("url", a.ProxyURL)
+		switch {
+		case px == "" && wc.ProxyURL != "":
+			px = config.Redact("url", wc.ProxyURL) + " (codex.proxy_url)"
+		case px == "":
+			px = "none (direct)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\n", a.Name, px)
+	}
 }
 
 // writeExample prints the settings of every subcommand at their defaults as a settings file.

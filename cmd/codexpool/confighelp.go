@@ -64,7 +64,7 @@ var settingHelp = map[string]string{
 	"codex.auth_file": "Codex CLI login, read when no token is set; re-read when it changes, refreshed before it " +
 		"expires",
 	"codex.refresh_url": "OAuth token endpoint that refreshes the login of the auth file",
-	"codex.proxy_url":   "default proxy for every account without its own proxy_url: http://, https://, socks5:// or socks5h://, optional user:password (redacted when shown); carries upgrades, the HTTP fallback and token refresh",
+	"codex.proxy_url":   "default proxy for every account without its own proxy_url: http://, https://, socks5:// or socks5h://, optional user:password (shown as <redacted>); carries upgrades, the HTTP fallback and token refresh; a failing proxy cools its account down (reason proxy)",
 	"codex.client_id":   "OAuth client id sent with a refresh",
 	"codex.credentials_key_file": "file holding the credentials key instead of CODEXPOOL_CREDENTIALS_KEY (the same content " +
 		"on every worker); with an embedded server and neither set, the state directory's " +

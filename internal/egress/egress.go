@@ -1,16 +1,13 @@
 // Package egress parses and redacts the per-account proxy URL (accounts-file field proxy_url,
-// setting CODEXPOOL_PROXY_URL) and builds the dial functions that send an account's bytes
-// through it.
+// setting CODEXPOOL_PROXY_URL) and builds the dial function that sends an account's bytes
+// through it: Parse first, then Dialer (or Apply on an http.Transport). A failure of the proxy
+// itself is an *Error (AsError), which the worker cools the account down for.
 package egress
 
 import (
-	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
-
-	"golang.org/x/net/proxy"
 )
 
 // Parse validates raw as a proxy URL: scheme http, https, socks5 or socks5h, a host and a port,
@@ -45,56 +42,14 @@ func Redact(raw string) string {
 	return u.Redacted()
 }
 
-// HTTPProxy returns the Proxy function of an http.Transport or websocket.Dialer for u: CONNECT
-// proxies (http, https) go through it, SOCKS ones return nil (they dial with DialContext).
-func HTTPProxy(u *url.URL) func(*http.Request) (*url.URL, error) {
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return nil
-	}
-	return http.ProxyURL(u)
-}
-
-// DialContext returns the dial function for u when it is a SOCKS5 proxy (socks5: the host name
-// is resolved locally; socks5h: the proxy resolves it), or nil for a CONNECT proxy.
-func DialContext(u *url.URL) (func(ctx context.Context, network, addr string) (net.Conn, error), error) {
-	if u.Scheme != "socks5" && u.Scheme != "socks5h" {
-		return nil, nil
-	}
-	var auth *proxy.Auth
-	if u.User != nil {
-		pw, _ := u.User.Password()
-		auth = &proxy.Auth{User: u.User.Username(), Password: pw}
-	}
-	d, err := proxy.SOCKS5("tcp", u.Host, auth, &net.Dialer{})
-	if err != nil {
-		return nil, fmt.Errorf("socks5 proxy %s: %w", u.Redacted(), err)
-	}
-	cd := d.(proxy.ContextDialer)
-	if u.Scheme == "socks5h" {
-		return cd.DialContext, nil
-	}
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		host, port, err := net.SplitHostPort(addr)
-		if err != nil {
-			return nil, err
-		}
-		ips, err := net.DefaultResolver.LookupIPAddr(ctx, host)
-		if err != nil {
-			return nil, err
-		}
-		return cd.DialContext(ctx, network, net.JoinHostPort(ips[0].IP.String(), port))
-	}, nil
-}
-
-// Apply routes tr through the proxy raw (already validated with Parse); an empty or invalid raw
+// Apply routes every connection of tr through the proxy raw (already validated with Parse), with
+// Dialer: tr then has no Proxy function (the tunnel is its connection). An empty or invalid raw
 // leaves tr as it is.
 func Apply(tr *http.Transport, raw string) {
 	u, err := Parse("proxy_url", raw)
 	if err != nil {
 		return
 	}
-	tr.Proxy = HTTPProxy(u)
-	if dial, err := DialContext(u); err == nil && dial != nil {
-		tr.DialContext = dial
-	}
+	tr.Proxy = nil
+	tr.DialContext = Dialer(u)
 }

@@ -42,22 +42,18 @@ func TestProxyRedact(t *testing.T) {
 	}
 }
 
-// TestProxyConnectCountsUser dials an origin through a real loopback CONNECT proxy, which
-// counts tunnels per proxy user; the origin counts the connections it accepts.
+// TestProxyConnectCountsUser dials an origin through a real loopback CONNECT proxy (Apply on an
+// http.Transport), which counts tunnels per proxy user; bad credentials are an *Error with the
+// 407 and without the password.
 func TestProxyConnectCountsUser(t *testing.T) {
 	origin := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
 	defer origin.Close()
 	px := proxytest.NewConnect(t, "alice", "secretpw")
 
-	u, err := Parse("proxy_url", strings.Replace(px.URL, "http://", "http://alice:secretpw@", 1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d, _ := DialContext(u); d != nil {
-		t.Fatal("DialContext for a CONNECT proxy: want nil")
-	}
 	tlsc := origin.Client().Transport.(*http.Transport).TLSClientConfig
-	c := &http.Client{Transport: &http.Transport{Proxy: HTTPProxy(u), DisableKeepAlives: true, TLSClientConfig: tlsc}}
+	tr := &http.Transport{DisableKeepAlives: true, TLSClientConfig: tlsc}
+	Apply(tr, px.URLWith("alice", "secretpw"))
+	c := &http.Client{Transport: tr}
 	for range 3 {
 		resp, err := c.Get(origin.URL)
 		if err != nil {
@@ -69,9 +65,11 @@ func TestProxyConnectCountsUser(t *testing.T) {
 		t.Fatalf("tunnels through the proxy = %d, want 3", n)
 	}
 
-	bad, _ := Parse("proxy_url", strings.Replace(px.URL, "http://", "http://alice:wrongpw@", 1))
-	c = &http.Client{Transport: &http.Transport{Proxy: HTTPProxy(bad), TLSClientConfig: tlsc}}
-	if _, err := c.Get(origin.URL); err == nil || strings.Contains(err.Error(), "wrongpw") {
-		t.Fatalf("bad credentials: err %v, want an error without the password", err)
+	tr = &http.Transport{TLSClientConfig: tlsc}
+	Apply(tr, px.URLWith("alice", "wrongpw"))
+	_, err := (&http.Client{Transport: tr}).Get(origin.URL)
+	pe, ok := AsError(err)
+	if !ok || pe.Status != http.StatusProxyAuthRequired || strings.Contains(err.Error(), "wrongpw") {
+		t.Fatalf("bad credentials: err %v; want an *Error with status 407, without the password", err)
 	}
 }

@@ -35,10 +35,7 @@ func newDialer(proxyURL string) *websocket.Dialer {
 		WriteBufferPool: &sync.Pool{},
 	}
 	if u, err := egress.Parse("proxy_url", proxyURL); err == nil {
-		d.Proxy = egress.HTTPProxy(u)
-		if dial, err := egress.DialContext(u); err == nil && dial != nil {
-			d.NetDialContext = dial
-		}
+		d.Proxy, d.NetDialContext = nil, egress.Dialer(u)
 	}
 	return d
 }
@@ -167,8 +164,12 @@ func (c *Client) dialOnce(ctx context.Context, creds login.Credentials) (cn *con
 	return c.newConn(ws, id, red), nil
 }
 
-// classifyDialError maps a failure without an HTTP response: timeout → 504, anything else → 502.
+// classifyDialError maps a failure without an HTTP response: the proxy's failure → proxyError,
+// timeout → 504, anything else → 502.
 func (c *Client) classifyDialError(ctx context.Context, err error, red origintext.Redactor) error {
+	if pe := asProxyError(err, red); pe != nil {
+		return pe
+	}
 	var ne net.Error
 	if errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil || (errors.As(err, &ne) && ne.Timeout()) {
 		return schemas.Errorf(schemas.CodeUpstreamTimeout, "codex: connect to origin timed out")

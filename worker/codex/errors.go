@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/codexpool/codexpool/gate"
+	"github.com/codexpool/codexpool/internal/egress"
+	"github.com/codexpool/codexpool/internal/origintext"
 	"github.com/codexpool/codexpool/schemas"
 )
 
@@ -37,4 +39,31 @@ func upstreamError(format string, args ...any) *schemas.Error {
 // closedError is what Generate returns after Close.
 func closedError() error {
 	return fmt.Errorf("%w: %w", ErrClosed, schemas.Errorf(schemas.CodeUnavailable, "codex: client closed"))
+}
+
+// proxyError is a failure of the account's proxy (an *egress.Error: unreachable, 407, no answer
+// in time): a 502 upstream_error to callers, and egress.AsError finds the proxy's failure, for
+// which the worker cools the account down (reason proxy).
+type proxyError struct {
+	err   *schemas.Error
+	proxy *egress.Error
+}
+
+func (e *proxyError) Error() string { return e.err.Error() }
+
+// Unwrap returns the contract error and the proxy's failure.
+func (e *proxyError) Unwrap() []error { return []error{e.err, e.proxy} }
+
+// asProxyError returns the proxyError of err when the proxy failed, nil otherwise. The proxy's
+// text names it without the password; red removes the origin's secrets as everywhere.
+func asProxyError(err error, red origintext.Redactor) error {
+	pe, ok := egress.AsError(err)
+	if !ok {
+		return nil
+	}
+	e := upstreamError("%s", red.Clean(pe.Error()))
+	if pe.Timeout() {
+		e = schemas.Errorf(schemas.CodeUpstreamTimeout, "codex: %s", red.Clean(pe.Error()))
+	}
+	return &proxyError{err: e, proxy: pe}
 }

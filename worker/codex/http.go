@@ -134,6 +134,9 @@ func (c *Client) postOnce(ctx context.Context, body []byte, creds login.Credenti
 		if cerr := ctx.Err(); cerr != nil {
 			return false, cerr
 		}
+		if pe := asProxyError(err, red); pe != nil {
+			return false, pe
+		}
 		var ne net.Error
 		if errors.As(err, &ne) && ne.Timeout() {
 			return false, schemas.Errorf(schemas.CodeUpstreamTimeout, "codex: no answer from the origin within %s", c.cfg.IdleTimeout)
