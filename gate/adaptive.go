@@ -107,8 +107,11 @@ func (a *adaptive) earliest(now time.Time) time.Time {
 			limit := later(a.last, a.busyAt).Add(own + min(time.Duration(a.livePeers(now)+1)*a.spacing, a.cfg.widest()))
 			if a.slot.on {
 				// The slot after the fleet's first reaction (see rephase), instead of the own
-				// pace: sooner, or later.
-				t = later(a.holds.until(), earlier(a.slot.due(a.spacing, own), limit))
+				// pace: sooner, or later. Held as above: a peer's hold only until this gate's
+				// probe (holds.until, with the peer's hold in full, let a liar's Retry-After
+				// hold a fleet that its reaction had rephased for all of it: 8 gates did 10
+				// upgrades in 8 s, TestFleetLiarAmongEight/rotate).
+				t = later(later(a.holds.own, a.peerHold(now)), earlier(a.slot.due(a.spacing, own), limit))
 			}
 			if !f.peerStartAt.IsZero() {
 				// The fleet's pace: a spacing after the last start heard of anywhere in the fleet,

@@ -203,7 +203,7 @@ func fleetOf(g *Gate, n int, now time.Time) []*fakePeer {
 // the work per peer's signal, which scans the peer table (the picture, the median). 31 peers fit
 // every table size the gate has had (32 before issue 43), so the sizes compare side by side.
 func BenchmarkObserveFleet(b *testing.B) {
-	for _, n := range []int{1, 31} {
+	for _, n := range []int{1, 31, 127} {
 		b.Run(fmt.Sprintf("peers=%d", n), func(b *testing.B) {
 			g := New(Config{})
 			now := time.Now()
@@ -229,7 +229,7 @@ func BenchmarkObserveFleet(b *testing.B) {
 // by a goroutine that plays their signals, each an interval apart): the start's work that scans
 // the peer table (the window's share, the ranks, the turns).
 func BenchmarkFleetWaitAndReport(b *testing.B) {
-	for _, n := range []int{1, 31} {
+	for _, n := range []int{1, 31, 127} {
 		b.Run(fmt.Sprintf("peers=%d", n), func(b *testing.B) {
 			g := New(Config{})
 			peers := fleetOf(g, n, time.Now())

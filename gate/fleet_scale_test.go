@@ -3,6 +3,7 @@ package gate
 import (
 	"fmt"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -51,3 +52,32 @@ func TestFleetTargetsAtScale(t *testing.T) {
 }
 
 func refusedOf(r fleetResult) float64 { return float64(r.rejected) }
+
+// TestFleetOf64And100Share: a fleet of up to 128 gates per account shares fully (issue 43; the
+// table held 32 before, so each of 64 gates counted 32 peers and paced by half the fleet). 64 and
+// 100 gates on one machine take a 60-burst from the 5/s burst-5 origin as 32 do, and at the end
+// every gate counts every other as a live peer.
+func TestFleetOf64And100Share(t *testing.T) {
+	for _, n := range []int{64, 100} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var peers []int
+				r := runFleet(n, burst(60), fleetOpts{shared: true, seed: 1, observeOf: func(gates []*Gate) {
+					for _, g := range gates {
+						peers = append(peers, g.Snapshot().Peers)
+					}
+				}})
+				t.Logf("%d gates: %v, wall %v", n, r, r.wall.Round(time.Millisecond))
+				for i, p := range peers {
+					if p != n-1 {
+						t.Errorf("gate %d counts %d live peers at the end, want %d (every other gate)", i, p, n-1)
+						break
+					}
+				}
+				if r.ok != 60 || r.wall > 15*time.Second || r.rejectedShare() > 0.15 {
+					t.Errorf("%d gates, 60-burst: %v; want 60/60 within 15s, <= 15%% of the attempts refused", n, r)
+				}
+			})
+		})
+	}
+}
