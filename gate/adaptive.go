@@ -107,15 +107,15 @@ func (a *adaptive) earliest(now time.Time) time.Time {
 			bound := min(time.Duration(a.livePeers(now)+1)*a.spacing, a.cfg.widest())
 			if len(a.queue) > 0 && a.queue[0].retry && bound >= a.cfg.widest()/2 {
 				// A refused request's retry, due by its own pace, waits for the others' turns
-				// at most two spacings and one round of turns (a step per live peer; see stagger):
-				// with 64 gates a spacing per gate is the widest (8 s), and on top of an own
-				// spacing of 2-3 s a retry that kept losing the turns to gates freed sooner ran out
-				// of its ForbiddenBudget (10 s): a 403 its client saw (1 to 5 of 300 in 4 runs of
-				// 5, 10 req/s for 30 s). Only in a fleet that wide (a spacing per gate at least
-				// half the widest): 8 gates 25 ms away, whose turns are 53 ms steps, were refused
-				// more of a 60-burst with it (10.5 a burst in 10 runs against 8.2); half the
-				// widest spacing as the bound left 403s at 64.
-				bound = min(bound, 2*a.spacing+time.Duration(a.livePeers(now))*(a.cfg.ReportInterval/staggerSteps+f.echo.latency))
+				// at most two spacings: with 64 gates a spacing per gate is the widest (8 s), and
+				// on top of an own spacing of 2-3 s a retry that kept losing the turns to gates
+				// freed sooner ran out of its ForbiddenBudget (10 s): a 403 its client saw (1 to
+				// 5 of 300 in 4 runs of 5, 10 req/s for 30 s). Only in a fleet that wide (a
+				// spacing per gate at least half the widest): 8 gates 25 ms away, whose turns are
+				// 53 ms steps, were refused more of a 60-burst with it (10.5 a burst in 10 runs
+				// against 8.2). Half the widest as the bound, or two spacings and a round of turns
+				// (a step per peer, the echo in it), left 403s at 64.
+				bound = min(bound, 2*a.spacing)
 			}
 			limit := later(a.last, a.busyAt).Add(own + bound)
 			if a.slot.on {

@@ -83,9 +83,10 @@ func TestFleetOf64And100Share(t *testing.T) {
 }
 
 // TestFleetOf64Sustained: 64 gates on one machine, twice the origin's rate (10/s for 30 s on the
-// 5/s burst-5 origin) — no request runs out of its ForbiddenBudget. A refused request's retry
-// waits for the other gates' turns at most two spacings beyond its own pace; with a spacing per
-// gate (the widest, 8 s, at 64 gates) this seed answered 4 requests with their last 403.
+// 5/s burst-5 origin) — no request runs out of its ForbiddenBudget. In a fleet this wide a refused
+// request's retry waits for the other gates' turns at most two spacings beyond its own pace;
+// with a spacing per gate (the widest, 8 s, at 64 gates) this seed answered
+// 4 requests with their last 403.
 func TestFleetOf64Sustained(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := runFleet(64, openLoop(10, 30*time.Second), fleetOpts{shared: true, seed: 3, deadline: 3 * time.Minute})
