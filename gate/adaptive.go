@@ -104,11 +104,27 @@ func (a *adaptive) earliest(now time.Time) time.Time {
 			// most the widest spacing, beyond this gate's own pace: wide enough that the gates of
 			// a busy fleet wait for their turns (gates held alike and released alike by a
 			// tighter bound would start together), bounded so that no peer can stop this gate.
-			limit := later(a.last, a.busyAt).Add(own + min(time.Duration(a.livePeers(now)+1)*a.spacing, a.cfg.widest()))
+			bound := min(time.Duration(a.livePeers(now)+1)*a.spacing, a.cfg.widest())
+			if len(a.queue) > 0 && a.queue[0].retry && bound >= a.cfg.widest()/2 {
+				// A refused request's retry, due by its own pace, waits for the others' turns
+				// at most two spacings: with 64 gates a spacing per gate is the widest (8 s), and
+				// on top of an own spacing of 2-3 s a retry that kept losing the turns to gates
+				// freed sooner ran out of its ForbiddenBudget (10 s): a 403 its client saw (1 to
+				// 5 of 300 in 4 runs of 5, 10 req/s for 30 s). Only in a fleet that wide (a
+				// spacing per gate at least half the widest): 8 gates 25 ms away, whose turns are
+				// 53 ms steps, were refused more of a 60-burst with it (10.5 a burst in 10 runs
+				// against 8.2). Half the widest as the bound, or two spacings and a round of turns
+				// (a step per peer, the echo in it), left 403s at 64.
+				bound = min(bound, 2*a.spacing)
+			}
+			limit := later(a.last, a.busyAt).Add(own + bound)
 			if a.slot.on {
 				// The slot after the fleet's first reaction (see rephase), instead of the own
-				// pace: sooner, or later.
-				t = later(a.holds.until(), earlier(a.slot.due(a.spacing, own), limit))
+				// pace: sooner, or later. Held as above: a peer's hold only until this gate's
+				// probe (holds.until, with the peer's hold in full, let a liar's Retry-After
+				// hold a fleet that its reaction had rephased for all of it: 8 gates did 10
+				// upgrades in 8 s, TestFleetLiarAmongEight/rotate).
+				t = later(later(a.holds.own, a.peerHold(now)), earlier(a.slot.due(a.spacing, own), limit))
 			}
 			if !f.peerStartAt.IsZero() {
 				// The fleet's pace: a spacing after the last start heard of anywhere in the fleet,

@@ -2,6 +2,7 @@ package gate
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -180,5 +181,92 @@ func TestSharedWaitDoesNotAllocate(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Errorf("a shared start allocates %v times, want 0", allocs)
+	}
+}
+
+// fleetOf makes n trusted peers of g (ids from 100, no demand), heard over 4 intervals up to now.
+func fleetOf(g *Gate, n int, now time.Time) []*fakePeer {
+	peers := make([]*fakePeer, n)
+	for i := range peers {
+		peers[i] = newFakePeer(uint64(i + 100))
+	}
+	for k := 4; k >= 0; k-- {
+		for _, p := range peers {
+			g.observeAt(p.next(nil), now.Add(-time.Duration(k)*interval))
+		}
+	}
+	return peers
+}
+
+// BenchmarkObserveFleet applies one signal of a fleet of n trusted peers that each signal once
+// an interval (in the gate's clock, which the benchmark moves) and report an acceptance each:
+// the work per peer's signal, which scans the peer table (the picture, the median). 31 peers fit
+// every table size the gate has had (32 before issue 43), so the sizes compare side by side.
+func BenchmarkObserveFleet(b *testing.B) {
+	for _, n := range []int{1, 31, 127} {
+		b.Run(fmt.Sprintf("peers=%d", n), func(b *testing.B) {
+			g := New(Config{})
+			now := time.Now()
+			peers := fleetOf(g, n, now)
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				now = now.Add(interval / time.Duration(n))
+				g.observeAt(peers[i%n].next(func(s *Signal) { s.Accepted++ }), now)
+				i++
+			}
+			a := g.ctl.(*adaptive)
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			if live := a.livePeers(now); live != n || a.f.flooded+a.f.doubted+a.f.invalid != 0 {
+				b.Fatalf("peers %d, signals flooded %d, doubted %d, invalid %d; want %d, 0, 0, 0", live, a.f.flooded, a.f.doubted, a.f.invalid, n)
+			}
+		})
+	}
+}
+
+// BenchmarkFleetWaitAndReport starts and reports upgrades at a gate with n live peers (kept live
+// by a goroutine that plays their signals, each an interval apart): the start's work that scans
+// the peer table (the window's share, the ranks, the turns).
+func BenchmarkFleetWaitAndReport(b *testing.B) {
+	for _, n := range []int{1, 31, 127} {
+		b.Run(fmt.Sprintf("peers=%d", n), func(b *testing.B) {
+			g := New(Config{})
+			peers := fleetOf(g, n, time.Now())
+			done := make(chan struct{})
+			var wg sync.WaitGroup
+			wg.Go(func() {
+				t := time.NewTicker(interval / time.Duration(4*n))
+				defer t.Stop()
+				for i := 0; ; i++ {
+					select {
+					case <-done:
+						return
+					case <-t.C:
+						g.Observe(peers[i%n].next(func(s *Signal) { s.Accepted++ }))
+					}
+				}
+			})
+			defer func() { close(done); wg.Wait() }()
+			ctx := context.Background()
+			step := func() {
+				p, err := g.Wait(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				p.Succeeded()
+			}
+			for range 1000 { // the window grows past the fleet's size
+				step()
+			}
+			waited := g.Snapshot().Waited
+			b.ReportAllocs()
+			for b.Loop() {
+				step()
+			}
+			if s := g.Snapshot(); s.Waited != waited || s.Spacing != 0 || s.Peers != n {
+				b.Fatalf("waited %v more, spacing %v, peers %d; want 0, 0, %d", s.Waited-waited, s.Spacing, s.Peers, n)
+			}
+		})
 	}
 }

@@ -24,9 +24,10 @@ import "time"
 // confirmed is undone: the reaction it made this gate adopt (unless a refusal seen here or
 // reported by another peer came since; that refusal makes it again with what the fleet accepted
 // since), what its proposal added to the median (the own proposal comes down to at most Backoff
-// times the highest of the other peers'), its hold, its place in the fleet's pace. And for
-// doubtProbation around the time a peer was found out, ids that became trusted then may not slow
-// this gate (no reaction, no hold): a liar that takes a new id starts without that power.
+// times the highest of the other peers'), its hold, its place in the fleet's pace. And ids that
+// became trusted after an episode of doubt began are on probation for doubtProbation: they may
+// not slow this gate (no reaction, no hold, no epoch) and count with one caller's demand at most,
+// so a liar that takes a new id starts without that power, while the peers trusted before keep it.
 const (
 	peerDoubtFor   = 10 * time.Minute
 	doubtProbation = time.Minute
@@ -86,7 +87,7 @@ func (p *peer) recent() int {
 func (a *adaptive) doubt(p *peer, now time.Time) {
 	f := a.f
 	p.doubted, p.trusted = now, false
-	f.doubtAt = now
+	f.foundOut(now)
 	f.peersDoubted++
 	f.undoFrom(a, p.id)
 	if hi, ok := f.highestProposal(now, peerLive*a.cfg.ReportInterval, a.cfg.Floor, a.cfg.widest()); ok {
@@ -109,11 +110,34 @@ func (a *adaptive) doubt(p *peer, now time.Time) {
 	a.queue.wakeHead()
 }
 
+// foundOut notes at now that a peer was found out (doubted, or its hold contradicted): the first
+// in doubtProbation begins an episode of doubt.
+func (f *fleet) foundOut(now time.Time) {
+	if f.doubtAt.IsZero() || now.Sub(f.doubtAt) >= doubtProbation {
+		f.doubtSince = now
+	}
+	f.doubtAt = now
+}
+
+// probationSince is when the episode of doubt at now began (ids trusted since are on probation
+// for doubtProbation), or zero if none: no peer was found out in the last doubtProbation.
+func (f *fleet) probationSince(now time.Time) time.Time {
+	if f.doubtAt.IsZero() || now.Sub(f.doubtAt) >= 2*doubtProbation {
+		return time.Time{}
+	}
+	return f.doubtSince
+}
+
 // credible reports whether peer p may slow this gate at now (make it react, hold it): not while
-// it is on probation, trusted for less than doubtProbation when a peer was found out less than
-// doubtProbation before it was trusted or at any time after.
+// it is on probation, trusted for less than doubtProbation and since an episode of doubt began
+// (a peer found out, and another within doubtProbation of the one before, and so on). A liar that
+// takes a new id after it is found out starts without that power, while the peers trusted before
+// the liar was found out keep theirs. (Probation once covered the ids trusted up to
+// doubtProbation before the first doubt too; in a fleet whose gates and liar met at the same
+// time, the honest peers then could not make each other react, and 8 honest gates had 22-27 % of
+// their attempts refused against a stalling, rushing or rotating liar.)
 func (f *fleet) credible(p *peer, now time.Time) bool {
-	return f.doubtAt.IsZero() || now.Sub(p.trustedAt) >= doubtProbation || p.trustedAt.Before(f.doubtAt.Add(-doubtProbation))
+	return f.doubtAt.IsZero() || now.Sub(p.trustedAt) >= doubtProbation || p.trustedAt.Before(f.doubtSince)
 }
 
 // confirmed notes a refusal at now seen here (by 0) or reported by peer by, trusted since
@@ -172,7 +196,7 @@ func (a *adaptive) contradict(now time.Time) {
 	f := a.f
 	if p, ok := f.find(h.peerBy); ok {
 		p.holdBanned = now.Add(peerDoubtFor)
-		f.doubtAt = now
+		f.foundOut(now)
 		f.holdsContradicted++
 		f.undoFrom(a, p.id)
 	}

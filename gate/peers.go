@@ -8,9 +8,11 @@ import "time"
 // the gate (adaptive.apply does) and takes the time as a parameter. adaptive.mu guards it.
 type peerTable struct {
 	peers  [maxPeers]peer
-	key    uint64                     // keys the admission filter's hash, so ids cannot be crafted to collide
-	filter [2][filterBits / 64]uint64 // ids heard in the current and the previous generation
-	genAt  time.Time                  // start of the current generation (2 report intervals)
+	used   int                         // entries taken: peers[:used] (an entry is never given back, only to another id)
+	sorted [maxPeers + 1]time.Duration // median's scratch
+	key    uint64                      // keys the admission filter's hash, so ids cannot be crafted to collide
+	filter [2][filterBits / 64]uint64  // ids heard in the current and the previous generation
+	genAt  time.Time                   // start of the current generation (2 report intervals)
 }
 
 // peer is one entry of the table.
@@ -115,7 +117,7 @@ func (t *peerTable) admit(s Signal, now time.Time, interval time.Duration) (*pee
 
 // find returns id's entry, if it has one.
 func (t *peerTable) find(id uint64) (*peer, bool) {
-	for i := range t.peers {
+	for i := range t.used {
 		if t.peers[i].id == id {
 			return &t.peers[i], true
 		}
@@ -138,17 +140,30 @@ type picture struct {
 	expiresAt   time.Time // the first time a live peer falls silent
 }
 
-// picture sums up the peers live at now (heard within silent).
-func (t *peerTable) picture(now time.Time, silent time.Duration) picture {
+// picture sums up the peers live at now (heard within silent). A peer on probation (trusted at or
+// after since, an episode of doubt's start, and for less than doubtProbation; see
+// fleet.credible) counts with a demand of at most one caller: a liar's new id, claiming the most
+// demand a signal carries, would otherwise take all but half an equal share of the fleet's pace
+// from every honest gate until it is found out (with 8 honest gates and a liar that stalls from a
+// new id every 4 s, they got 5.5 of the origin's 10 upgrades/s in virtual time). Zero since: no
+// episode.
+func (t *peerTable) picture(now time.Time, silent time.Duration, since time.Time) picture {
 	var pic picture
-	for i := range t.peers {
+	for i := range t.used {
 		p := &t.peers[i]
 		if !p.live(now, silent) {
 			continue
 		}
+		demand := p.sig.Demand
+		if !since.IsZero() && !p.trustedAt.Before(since) && now.Sub(p.trustedAt) < doubtProbation {
+			demand = min(demand, 1)
+			if e := p.trustedAt.Add(doubtProbation); pic.expiresAt.IsZero() || e.Before(pic.expiresAt) {
+				pic.expiresAt = e // its probation ends: the picture changes
+			}
+		}
 		pic.live++
-		pic.peerDemand += p.sig.Demand
-		pic.peerDemand1 += max(p.sig.Demand, 1)
+		pic.peerDemand += demand
+		pic.peerDemand1 += max(demand, 1)
 		pic.peerRecent += p.recent()
 		if e := p.heard.Add(silent); pic.expiresAt.IsZero() || e.Before(pic.expiresAt) {
 			pic.expiresAt = e
@@ -161,7 +176,7 @@ func (t *peerTable) picture(now time.Time, silent time.Duration) picture {
 // closed peer is no better than here. It is -1 without live peers.
 func (t *peerTable) bestWait(now time.Time, silent, here time.Duration) time.Duration {
 	best := time.Duration(-1)
-	for i := range t.peers {
+	for i := range t.used {
 		p := &t.peers[i]
 		if !p.live(now, silent) {
 			continue
@@ -180,8 +195,8 @@ func (t *peerTable) bestWait(now time.Time, silent, here time.Duration) time.Dur
 // newcomer reports whether an id heard within silent is on its way to trust: a run of
 // consistent signals (2: a flood of random ids never has one), not trusted yet.
 func (t *peerTable) newcomer(now time.Time, silent time.Duration) bool {
-	for i := range t.peers {
-		if p := &t.peers[i]; p.id != 0 && !p.trusted && p.run >= 2 && now.Sub(p.heard) < silent {
+	for i := range t.used {
+		if p := &t.peers[i]; p.id != 0 && !p.trusted && p.doubted.IsZero() && p.run >= 2 && now.Sub(p.heard) < silent {
 			return true
 		}
 	}
@@ -191,10 +206,10 @@ func (t *peerTable) newcomer(now time.Time, silent time.Duration) bool {
 // median returns the median of own and the spacings that the live peers in epoch propose, each
 // kept within [lo, hi] (the mean of the middle two of an even number).
 func (t *peerTable) median(own time.Duration, epoch uint64, now time.Time, silent, lo, hi time.Duration) time.Duration {
-	var v [maxPeers + 1]time.Duration
+	v := &t.sorted
 	v[0] = own
 	n := 1
-	for i := range t.peers {
+	for i := range t.used {
 		p := &t.peers[i]
 		if p.id == 0 || !p.trusted || now.Sub(p.heard) >= silent || p.sig.Epoch != epoch {
 			continue
@@ -218,7 +233,7 @@ func (t *peerTable) median(own time.Duration, epoch uint64, now time.Time, silen
 func (t *peerTable) highestProposal(now time.Time, silent, lo, hi time.Duration) (time.Duration, bool) {
 	var top time.Duration
 	ok := false
-	for i := range t.peers {
+	for i := range t.used {
 		p := &t.peers[i]
 		if p.id == 0 || !p.trusted || now.Sub(p.heard) >= silent {
 			continue
@@ -233,7 +248,7 @@ func (t *peerTable) highestProposal(now time.Time, silent, lo, hi time.Duration)
 // since doubt count as having demand.
 func (t *peerTable) busyBetween(from, to uint64, now time.Time, interval time.Duration, doubt time.Time) int {
 	n := 0
-	for i := range t.peers {
+	for i := range t.used {
 		p := &t.peers[i]
 		if p.trusted && between(from, p.id, to) && (p.sig.Demand > 0 || p.heard.Before(doubt)) && now.Sub(p.heard) < peerLive*interval {
 			n++
@@ -287,15 +302,14 @@ func mix(x uint64) uint64 {
 // longest (if silent for peerLive intervals), then the untrusted entry heard longest ago.
 func (t *peerTable) lookup(id uint64, now time.Time, silent time.Duration) (*peer, bool) {
 	var free, quiet, newcomer *peer
-	for i := range t.peers {
+	if t.used < maxPeers {
+		free = &t.peers[t.used]
+	}
+	for i := range t.used {
 		p := &t.peers[i]
 		switch {
 		case p.id == id:
 			return p, true
-		case p.id == 0:
-			if free == nil {
-				free = p
-			}
 		case now.Sub(p.heard) >= silent:
 			if quiet == nil || p.heard.Before(quiet.heard) {
 				quiet = p
@@ -308,6 +322,9 @@ func (t *peerTable) lookup(id uint64, now time.Time, silent time.Duration) (*pee
 	}
 	for _, p := range [...]*peer{free, quiet, newcomer} {
 		if p != nil {
+			if p == free {
+				t.used++
+			}
 			*p = peer{id: id}
 			return p, false
 		}

@@ -85,6 +85,7 @@ func TestPeerTableFlood(t *testing.T) {
 	for i := range full.peers {
 		full.peers[i] = peer{id: uint64(100 + i), trusted: true, heard: t0, seq: 1}
 	}
+	full.used = maxPeers
 	full.admit(Signal{Gate: 7, Seq: 1}, t0, iv)
 	if _, _, v := full.admit(Signal{Gate: 7, Seq: 2}, t0, iv); v != verdictFlooded {
 		t.Errorf("a newcomer to a table of live peers: verdict %d, want flooded", v)
@@ -105,10 +106,11 @@ func TestPeerTablePicture(t *testing.T) {
 	pt.peers[2] = peer{id: 3, trusted: false, run: 2, heard: t0, sig: Signal{Demand: 9, Recent: 9}}
 	pt.peers[1].credit.baseAcc = 4 // its Recent of 4 counts as the 1 its Accepted total grew by
 	pt.peers[3] = peer{id: 4, trusted: true, heard: t0.Add(-silent), sig: Signal{Demand: 9, Recent: 9}}
+	pt.used = 4
 	now := t0.Add(50 * time.Millisecond)
 
 	want := picture{live: 2, peerDemand: 3, peerDemand1: 4, peerRecent: 3, expiresAt: t0.Add(200 * time.Millisecond)}
-	if got := pt.picture(now, silent); got != want {
+	if got := pt.picture(now, silent, time.Time{}); got != want {
 		t.Errorf("picture %+v, want %+v", got, want)
 	}
 	tests := []struct {

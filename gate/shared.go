@@ -11,7 +11,7 @@ import "time"
 // same gate (stale), beyond the per-peer rate (flooded), or from an id that has not been heard
 // consistently yet (unknown): a new id counts only once heard before by an admission filter and
 // then with 3 increasing seqs over 2 report intervals (from a transport that publishes every
-// interval: its fourth signal), and at most 32 peers count. A peer whose claims do not add up
+// interval: its fourth signal), and at most 128 peers count. A peer whose claims do not add up
 // (outcomes faster than any paced fleet starts upgrades, a rate its totals do not bear out) is
 // doubted: its signals are dropped for 10 minutes (doubted) and what it caused is undone where
 // nothing confirmed it; an accepted probe ends a peer's Retry-After hold (see doubt.go).

@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -158,10 +159,13 @@ type testBucket struct {
 	rate, tokens float64
 	burst        float64
 	last         time.Time
+	t0           time.Time
+	rejected     []int // per second since t0
 }
 
 func newTestBucket(rate, burst float64) *testBucket {
-	return &testBucket{rate: rate, burst: burst, tokens: burst, last: time.Now()}
+	now := time.Now()
+	return &testBucket{rate: rate, burst: burst, tokens: burst, last: now, t0: now}
 }
 
 func (b *testBucket) allow() bool {
@@ -174,7 +178,19 @@ func (b *testBucket) allow() bool {
 		b.tokens--
 		return true
 	}
+	sec := int(now.Sub(b.t0) / time.Second)
+	for len(b.rejected) <= sec {
+		b.rejected = append(b.rejected, 0)
+	}
+	b.rejected[sec]++
 	return false
+}
+
+// rejectedPerSecond is how many upgrades it refused in each second since it was made.
+func (b *testBucket) rejectedPerSecond() []int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.rejected)
 }
 
 // driven is what driveGates counted.
@@ -237,4 +253,108 @@ func driveGates(t *testing.T, gates []*gate.Gate, origin *testBucket, perGate in
 	}
 	wg.Wait()
 	return r
+}
+
+// TestGateLiarAmongEightOverNATS is issue 43's bar for a lying peer: eight honest gates over
+// real NATS (each its own connection, linked by LinkGate) share a 10/s (burst 10) origin with
+// more demand than it accepts, beside one liar, trusted like any peer, that for 8 s
+//   - says nothing false ("honest": the reference);
+//   - stalls: a refusal, a new reaction epoch, a Retry-After and a spacing of an hour and the
+//     most demand a signal can carry, in every signal;
+//   - rushes: 30 acceptances, a Recent of 1,000, no demand and no spacing in every signal;
+//   - rotates: a refusal with a new epoch and an hour's Retry-After once a second (what an honest
+//     gate could report), from a new id every 4 s;
+//   - rotates-stalling: stalls in every signal, from a new id every 4 s.
+//
+// In every variant the honest gates together must get at least 80 % of the origin's rate (8
+// upgrades/s) with at most 15 % of their attempts refused, and no caller answered ErrClosed.
+func TestGateLiarAmongEightOverNATS(t *testing.T) {
+	stall := func(s *gate.Signal) {
+		s.Epoch++
+		s.Rejected++
+		s.RetryAfter, s.Spacing, s.Demand, s.Recent = time.Hour, time.Hour, 1<<20, 0
+	}
+	slow := func(s *gate.Signal) {
+		if s.Seq%100 == 5 {
+			s.Epoch++
+			s.Rejected++
+			s.RetryAfter = time.Hour
+		}
+	}
+	rotate := func(lie func(*gate.Signal)) func(*gate.Signal) {
+		return func(s *gate.Signal) {
+			if s.Seq%400 == 0 { // a new id every 4 s (this signal, seq 0, is dropped)
+				*s = gate.Signal{Gate: s.Gate + 1}
+				return
+			}
+			lie(s)
+		}
+	}
+	for _, tt := range []struct {
+		name string
+		lie  func(s *gate.Signal)
+	}{
+		{name: "honest", lie: func(s *gate.Signal) {}},
+		{name: "stall", lie: stall},
+		{name: "rush", lie: func(s *gate.Signal) {
+			s.Accepted += 30
+			s.Recent, s.Demand, s.Spacing, s.RetryAfter = 1000, 0, 0, 0
+		}},
+		{name: "rotate", lie: rotate(slow)},
+		{name: "rotate-stalling", lie: rotate(stall)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ns := startServer(t)
+			subject := GateSubject("test\x00" + t.Name())
+			origin := newTestBucket(10, 10)
+			const n = 8
+			var honest []*gate.Gate
+			for range n {
+				g := gate.New(gate.Config{})
+				l, err := LinkGate(connect(t, ns), subject, g, 0, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer l.Close()
+				honest = append(honest, g)
+			}
+			liar := startLiar(t, connect(t, ns), subject, tt.lie)
+			defer liar.stop()
+			waitFor(t, "the honest gates to trust the liar and each other", func() bool {
+				for _, g := range honest {
+					if g.Snapshot().Peers != n {
+						return false
+					}
+				}
+				return true
+			})
+			origin = newTestBucket(10, 10) // its seconds count from the load's start
+			liar.lying.Store(true)
+			const span = 8 * time.Second
+			r := driveGates(t, honest, origin, 5, span)
+			t.Logf("%s: refused per second %v", tt.name, origin.rejectedPerSecond())
+			rate := float64(r.accepted) / span.Seconds()
+			share := float64(r.rejected) / math.Max(float64(r.accepted+r.rejected), 1)
+			var doubted, contradicted int64
+			for _, g := range honest {
+				s := g.Snapshot()
+				doubted += s.PeersDoubted
+				contradicted += s.HoldsContradicted
+			}
+			t.Logf("%s: %d honest gates got %.1f upgrades/s of the origin's 10 (%d refused, %.1f%%; %d waits failed), the longest wait %v; liar sent %d signals; peers doubted %d, holds contradicted %d (summed over the gates)",
+				tt.name, n, rate, r.rejected, 100*share, r.failed, r.longest.Round(time.Millisecond), liar.sent.Load(), doubted, contradicted)
+			if r.failed > 0 {
+				t.Errorf("%s: %d waits ended without an upgrade (ErrClosed: a closed origin); want none, the origin never closed", tt.name, r.failed)
+			}
+			if rate < 8 {
+				t.Errorf("%s: %.1f upgrades/s, want >= 8 (80 %% of the origin's 10)", tt.name, rate)
+			}
+			if share > 0.15 {
+				t.Errorf("%s: %.1f%% of the honest attempts refused, want at most 15%%", tt.name, 100*share)
+			}
+			if tt.name == "honest" && doubted+contradicted > 0 {
+				t.Errorf("honest: peers doubted %d, holds contradicted %d; want none", doubted, contradicted)
+			}
+		})
+	}
 }
