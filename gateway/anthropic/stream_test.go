@@ -35,28 +35,7 @@ func TestStreamGolden(t *testing.T) {
 		{"error_midstream", []string{"event: error", `"type":"overloaded_error"`}},
 	}
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			got := runStream(t, filepath.Join("testdata", tc.name+".jsonl"))
-			golden := filepath.Join("testdata", tc.name+".golden")
-			if *update {
-				if err := os.WriteFile(golden, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Errorf("got frames\n%s\nwant\n%s", got, want)
-			}
-			for _, c := range tc.checks {
-				if !bytes.Contains(got, []byte(c)) {
-					t.Errorf("frames lack %s", c)
-				}
-			}
-			checkFrames(t, got)
-		})
+		t.Run(tc.name, func(t *testing.T) { streamGolden(t, tc.name, tc.checks) })
 	}
 }
 
@@ -168,4 +147,32 @@ func FuzzStream(f *testing.F) {
 			t.Errorf("%s: %q", err, in)
 		}
 	})
+}
+
+// streamGolden translates testdata/NAME.jsonl and compares the frames with testdata/NAME.golden
+// (rewritten with -update); the frames must also hold each of checks and be in an order clients
+// accept (checkFrames). It returns the frames.
+func streamGolden(t *testing.T, name string, checks []string) []byte {
+	t.Helper()
+	got := runStream(t, filepath.Join("testdata", name+".jsonl"))
+	golden := filepath.Join("testdata", name+".golden")
+	if *update {
+		if err := os.WriteFile(golden, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("got frames\n%s\nwant\n%s", got, want)
+	}
+	for _, c := range checks {
+		if !bytes.Contains(got, []byte(c)) {
+			t.Errorf("frames lack %s", c)
+		}
+	}
+	checkFrames(t, got)
+	return got
 }
