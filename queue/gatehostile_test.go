@@ -306,7 +306,6 @@ func TestGateLiarAmongEightOverNATS(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ns := startServer(t)
 			subject := GateSubject("test\x00" + t.Name())
-			origin := newTestBucket(10, 10)
 			const n = 8
 			var honest []*gate.Gate
 			for range n {
@@ -328,7 +327,7 @@ func TestGateLiarAmongEightOverNATS(t *testing.T) {
 				}
 				return true
 			})
-			origin = newTestBucket(10, 10) // its seconds count from the load's start
+			origin := newTestBucket(10, 10) // made now: its seconds count from the load's start
 			liar.lying.Store(true)
 			const span = 8 * time.Second
 			r := driveGates(t, honest, origin, 5, span)
