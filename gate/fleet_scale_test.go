@@ -58,6 +58,7 @@ func refusedOf(r fleetResult) float64 { return float64(r.rejected) }
 // 100 gates on one machine take a 60-burst from the 5/s burst-5 origin as 32 do, and at the end
 // every gate counts every other as a live peer.
 func TestFleetOf64And100Share(t *testing.T) {
+	skipWideUnderRace(t)
 	for _, n := range []int{64, 100} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -88,6 +89,7 @@ func TestFleetOf64And100Share(t *testing.T) {
 // with a spacing per gate (the widest, 8 s, at 64 gates) this seed answered
 // 4 requests with their last 403.
 func TestFleetOf64Sustained(t *testing.T) {
+	skipWideUnderRace(t)
 	synctest.Test(t, func(t *testing.T) {
 		r := runFleet(64, openLoop(10, 30*time.Second), fleetOpts{shared: true, seed: 3, deadline: 3 * time.Minute})
 		t.Logf("%v, goodput %.2f/s, p95 %.1fs", r.simResult, r.goodput, r.pct(0.95))
@@ -98,4 +100,17 @@ func TestFleetOf64Sustained(t *testing.T) {
 			t.Errorf("goodput %.2f/s, want >= 4.5 (90 %% of the origin's 5)", r.goodput)
 		}
 	})
+}
+
+// raceDetector is true in a build with the race detector (race_test.go).
+var raceDetector bool
+
+// skipWideUnderRace skips a simulation of 64 gates or more under the race detector, where it
+// takes minutes (about 45 s without it): .ci/run runs these tests without -race, in its step for
+// the fleet targets.
+func skipWideUnderRace(t *testing.T) {
+	t.Helper()
+	if raceDetector {
+		t.Skip("64 gates and more take minutes under the race detector; .ci/run runs this without -race (go test -run 'TestFleetOf64' ./gate/)")
+	}
 }

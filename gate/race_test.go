@@ -2,5 +2,6 @@
 
 package gate
 
-// The race detector slows the simulations tenfold: fewer runs per figure.
-func init() { fleetSeeds = 2 }
+// The race detector slows the simulations tenfold: fewer runs per figure, and the 64-gate
+// fleets left to the run without it (skipWideUnderRace).
+func init() { fleetSeeds, raceDetector = 2, true }
