@@ -21,4 +21,7 @@ claude="$PWD/node_modules/.bin/claude"
 cmdtest=$(cmd_test_bin)
 cd "$root/cmd/codexpool"
 ip netns exec "$ns" env GOPROXY=off GOTOOLCHAIN=local GOFLAGS="${GOFLAGS:-} -mod=readonly" \
-	CODEXPOOL_TEST_CLAUDE_CODE="$claude" "$cmdtest" -test.run '^TestE2EClaudeCode(WebSearch)?$' -test.v -test.count=1
+	CODEXPOOL_TEST_CLAUDE_CODE="$claude" "$cmdtest" -test.run '^TestE2EClaudeCode(WebSearch)?$' -test.v -test.count=1 |
+	tee "$work/test.out"
+# The tests skip without CODEXPOOL_TEST_CLAUDE_CODE (go test ./... elsewhere): here each must pass.
+require_passed "$work/test.out" TestE2EClaudeCode TestE2EClaudeCodeWebSearch

@@ -19,4 +19,7 @@ codex="$PWD/node_modules/.bin/codex"
 cmdtest=$(cmd_test_bin)
 cd "$root/cmd/codexpool"
 ip netns exec "$ns" env GOPROXY=off GOTOOLCHAIN=local GOFLAGS="${GOFLAGS:-} -mod=readonly" \
-	CODEXPOOL_TEST_CODEX_CLI="$codex" "$cmdtest" -test.run '^TestE2ECodexCLI(PoolQuota|WebSocket|Compact)?$' -test.v -test.count=1
+	CODEXPOOL_TEST_CODEX_CLI="$codex" "$cmdtest" -test.run '^TestE2ECodexCLI(PoolQuota|WebSocket|Compact)?$' -test.v -test.count=1 |
+	tee "$work/test.out"
+# The tests skip without CODEXPOOL_TEST_CODEX_CLI (go test ./... elsewhere): here each must pass.
+require_passed "$work/test.out" TestE2ECodexCLI TestE2ECodexCLIPoolQuota TestE2ECodexCLIWebSocket TestE2ECodexCLICompact

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds Jaeger v2 (github.com/jaegertracing/jaeger/cmd/jaeger, v1.75.0, from the Go module proxy)
 # into ${1:-$HOME/.cache/codexpool/jaeger} and prints its path, for the trace test against a real
-# Jaeger: CODEXPOOL_JAEGER=$(scripts/jaeger/build.sh) go test -run TestE2ETraceInJaeger ./cmd/codexpool/
+# Jaeger (scripts/jaeger/run.sh runs it).
 # It takes minutes (about 9 on 2 busy cores), which is why CI runs the trace tests against
 # internal/tracing/receiver instead. A second run reuses the binary.
 set -euo pipefail
