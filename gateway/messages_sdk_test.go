@@ -47,17 +47,7 @@ func TestAnthropicSDK(t *testing.T) {
 		checkSDKMessage(t, m)
 	})
 	t.Run("stream", func(t *testing.T) {
-		s := c.Messages.NewStreaming(ctxT(t, waitTimeout), params)
-		var m anthropic.Message
-		for s.Next() {
-			if err := m.Accumulate(s.Current()); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := s.Err(); err != nil {
-			t.Fatal(err)
-		}
-		checkSDKMessage(t, &m)
+		checkSDKMessage(t, streamMessage(t, c, params))
 	})
 	t.Run("count_tokens", func(t *testing.T) {
 		before := p.sim.Stats().Responses
@@ -108,17 +98,7 @@ func TestAnthropicSDKToolRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	use := checkToolUse(t, m)
-	s := c.Messages.NewStreaming(ctxT(t, waitTimeout), params)
-	var streamed anthropic.Message
-	for s.Next() {
-		if err := streamed.Accumulate(s.Current()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := s.Err(); err != nil {
-		t.Fatal(err)
-	}
-	checkToolUse(t, &streamed)
+	checkToolUse(t, streamMessage(t, c, params))
 
 	params.Messages = append(params.Messages, m.ToParam(),
 		anthropic.NewUserMessage(anthropic.NewToolResultBlock(use.ID, "a.txt\nb.txt", false)))
@@ -164,4 +144,20 @@ func TestAnthropicSDKUsageLimitNotRetried(t *testing.T) {
 	if got := p.hits.Load(); got != 1 {
 		t.Errorf("%d requests reached the gateway, want 1 (the SDK must not retry a long usage limit)", got)
 	}
+}
+
+// streamMessage sends params with c as a stream and returns the message the SDK accumulates.
+func streamMessage(t *testing.T, c anthropic.Client, params anthropic.MessageNewParams) *anthropic.Message {
+	t.Helper()
+	s := c.Messages.NewStreaming(ctxT(t, waitTimeout), params)
+	var m anthropic.Message
+	for s.Next() {
+		if err := m.Accumulate(s.Current()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return &m
 }

@@ -315,16 +315,6 @@ func TestAnthropicSDKWebSearch(t *testing.T) {
 		}
 	})
 	t.Run("stream", func(t *testing.T) {
-		s := c.Messages.NewStreaming(ctxT(t, waitTimeout), params)
-		var m anthropic.Message
-		for s.Next() {
-			if err := m.Accumulate(s.Current()); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := s.Err(); err != nil {
-			t.Fatal(err)
-		}
-		check(t, &m)
+		check(t, streamMessage(t, c, params))
 	})
 }

@@ -1,7 +1,6 @@
 package worker_test
 
 import (
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/url"
@@ -34,11 +33,8 @@ func onlyViaProxy(t *testing.T, px *proxytest.Connect, sim *codextest.Server) st
 // minute ago (the refresh token stays valid): the Auth refreshes it at once.
 func expiredLogin(t *testing.T, l codextest.Login) string {
 	t.Helper()
-	now := time.Now()
-	claims, _ := json.Marshal(map[string]any{"exp": now.Add(-time.Minute).Unix(), "iat": now.Add(-time.Hour).Unix()})
-	l.AccessToken = "eyJhbGciOiJub25lIn0." + base64.RawURLEncoding.EncodeToString(claims) + ".x"
 	p := filepath.Join(t.TempDir(), "auth.json")
-	if err := os.WriteFile(p, l.AuthJSON(), 0o600); err != nil {
+	if err := os.WriteFile(p, l.Expired(time.Now()).AuthJSON(), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return p

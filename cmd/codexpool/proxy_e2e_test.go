@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -117,11 +116,8 @@ func (d *originDoor) close() {
 // token is valid): the worker refreshes it as soon as it starts.
 func expiredAuthFile(t *testing.T, l codextest.Login) string {
 	t.Helper()
-	now := time.Now()
-	claims, _ := json.Marshal(map[string]any{"exp": now.Add(-time.Minute).Unix(), "iat": now.Add(-time.Hour).Unix()})
-	l.AccessToken = "eyJhbGciOiJub25lIn0." + base64.RawURLEncoding.EncodeToString(claims) + ".x"
 	p := filepath.Join(t.TempDir(), "auth.json")
-	if err := os.WriteFile(p, l.AuthJSON(), 0o600); err != nil {
+	if err := os.WriteFile(p, l.Expired(time.Now()).AuthJSON(), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return p

@@ -2,6 +2,7 @@ package codextest
 
 import (
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -27,6 +28,15 @@ type Login struct {
 	ExpiresAt time.Time
 	// IssuedAt is when the tokens were issued (auth.json's last_refresh).
 	IssuedAt time.Time
+}
+
+// Expired returns l with its access token replaced by an unsigned one that expired a minute
+// before now (its refresh token stays valid): a worker given its AuthJSON refreshes at once.
+func (l Login) Expired(now time.Time) Login {
+	claims, _ := json.Marshal(map[string]any{"exp": now.Add(-time.Minute).Unix(), "iat": now.Add(-time.Hour).Unix()})
+	l.AccessToken = "eyJhbGciOiJub25lIn0." + base64.RawURLEncoding.EncodeToString(claims) + ".x"
+	l.ExpiresAt = now.Add(-time.Minute)
+	return l
 }
 
 // AuthJSON returns l as a Codex CLI auth.json:
