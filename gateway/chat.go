@@ -38,12 +38,8 @@ func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request, id str
 		a.write(w)
 		return failed(a)
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), g.cfg.RequestTimeout)
-	defer cancel()
-	ctx, stop := g.whileConnected(ctx)
-	defer stop()
-	hdr := sessionHeaders(r)
-	hdr.Set(schemas.HeaderRequestID, id)
+	ctx, hdr, done := g.poolCall(r, id)
+	defer done()
 	if req.Stream {
 		o := g.chatStream(ctx, w, req, hdr, id)
 		o.stream = true

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"maps"
 	"net/http"
@@ -50,12 +49,8 @@ func (g *Gateway) compactResponses(w http.ResponseWriter, r *http.Request, id st
 		a.write(w)
 		return failed(a)
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), g.cfg.RequestTimeout)
-	defer cancel()
-	ctx, stop := g.whileConnected(ctx)
-	defer stop()
-	hdr := sessionHeaders(r)
-	hdr.Set(schemas.HeaderRequestID, id)
+	ctx, hdr, done := g.poolCall(r, id)
+	defer done()
 	reply, err := g.generate(ctx, pb, hdr)
 	if err != nil {
 		a := g.poolError(ctx, err)

@@ -51,12 +51,8 @@ func (g *Gateway) createMessage(w http.ResponseWriter, r *http.Request, id strin
 	if e != nil {
 		return writeAnthropic(w, e, nil)
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), g.cfg.RequestTimeout)
-	defer cancel()
-	ctx, stop := g.whileConnected(ctx)
-	defer stop()
-	hdr := sessionHeaders(r)
-	hdr.Set(schemas.HeaderRequestID, id)
+	ctx, hdr, done := g.poolCall(r, id)
+	defer done()
 	if tr.Stream {
 		o := g.streamMessage(ctx, w, tr, hdr)
 		o.stream = true

@@ -50,12 +50,8 @@ func (g *Gateway) createResponse(w http.ResponseWriter, r *http.Request, id stri
 		a.write(w)
 		return failed(a)
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), g.cfg.RequestTimeout)
-	defer cancel()
-	ctx, stop := g.whileConnected(ctx)
-	defer stop()
-	hdr := sessionHeaders(r)
-	hdr.Set(schemas.HeaderRequestID, id)
+	ctx, hdr, done := g.poolCall(r, id)
+	defer done()
 	switch {
 	case req.background:
 		return g.submitBackground(ctx, w, req, hdr)
