@@ -202,8 +202,11 @@ func (g *generation) hold(ctx context.Context) error {
 // run tries the generation on a, which pick chose.
 func (g *generation) run(ctx context.Context, a *account) (err error) {
 	g.admitted()
-	ctx, span := tracing.Start(ctx, "account", trace.WithAttributes(attribute.String("codexpool.account", a.name),
-		attribute.Int("codexpool.try", len(g.tried)+1)))
+	span := trace.SpanFromContext(ctx)
+	if tracing.Recording(ctx) {
+		ctx, span = tracing.Start(ctx, "account", trace.WithAttributes(attribute.String("codexpool.account", a.name),
+			attribute.Int("codexpool.try", len(g.tried)+1)))
+	}
 	defer func() { endTry(span, g.try, err) }()
 	g.tried = append(g.tried, a)
 	g.try = attempt{}

@@ -28,11 +28,23 @@ import (
 // Scope is the instrumentation scope of every span the pool starts.
 const Scope = "github.com/codexpool/codexpool"
 
-// Start starts a child span of the span in ctx, from that span's provider: with no recording
-// span in ctx it is a no-op.
+// Start starts a child span of the span in ctx, from that span's provider. Under a span that is
+// not recorded (tracing off, or a trace the sampler dropped) it starts nothing and returns ctx
+// and that span: no sampler the SDK offers records a child of a local span it dropped (the
+// parent-based ones follow the parent, the ratio one decides by the trace id, which the child
+// shares), so the SDK's work per span (ids, sampler, a context) is skipped where it would make
+// a span nobody sees. Log lines below it name the parent's span id, and the trace id is kept.
 func Start(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
-	return trace.SpanFromContext(ctx).TracerProvider().Tracer(Scope).Start(ctx, name, opts...)
+	parent := trace.SpanFromContext(ctx)
+	if !parent.IsRecording() {
+		return ctx, parent
+	}
+	return parent.TracerProvider().Tracer(Scope).Start(ctx, name, opts...)
 }
+
+// Recording reports whether ctx's span is recorded, for callers that would build attributes
+// only for a span that keeps them.
+func Recording(ctx context.Context) bool { return trace.SpanFromContext(ctx).IsRecording() }
 
 // Since starts a child span that began at start (a wait measured before the span could be made).
 func Since(ctx context.Context, name string, start time.Time, opts ...trace.SpanStartOption) (context.Context, trace.Span) {

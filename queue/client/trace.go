@@ -21,6 +21,9 @@ import (
 
 // startRequest starts the span of a request on subject, of kind (client or producer).
 func startRequest(ctx context.Context, name, subject, id string, kind trace.SpanKind) (context.Context, trace.Span) {
+	if !tracing.Recording(ctx) {
+		return ctx, trace.SpanFromContext(ctx)
+	}
 	return tracing.Start(ctx, name+" "+subject, trace.WithSpanKind(kind), trace.WithAttributes(
 		attribute.String("messaging.system", "nats"), attribute.String("messaging.destination.name", subject),
 		attribute.String("codexpool.request_id", id)))

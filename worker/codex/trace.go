@@ -38,6 +38,9 @@ func endSpan(span trace.Span, err error) {
 
 // reuseSpan records that the generation took socket id from the pool or its pin.
 func reuseSpan(ctx context.Context, id string) {
+	if !tracing.Recording(ctx) {
+		return
+	}
 	_, span := startSpan(ctx, "reuse", attribute.String("codexpool.socket", id))
 	span.End()
 }
