@@ -215,7 +215,11 @@ func (a *adaptive) rank(now time.Time) int {
 // leftOutUntil is when a gate of this rank, left out of the fleet's window, gets a start anyway:
 // peerLive ReportIntervals (the silence after which a peer stops counting) and three echoes
 // after its last start (or since it became busy) for every window's worth of busy gates before
-// it, at most the widest spacing. It is a liveness rule, not a pace: an honest fleet brings a
+// it, counted by rank (rank/window of them, not whole windows' worths), at most the widest
+// spacing. Counted in whole windows' worths, the gates of one worth waited alike and started
+// together: 32 gates 25 ms away whose slow start had just emptied the bucket saw 8-9 of them
+// refused at once about 480 ms into a burst (virtual time: 5 bursts of 60 above 15 % refused,
+// none spread by rank). It is a liveness rule, not a pace: an honest fleet brings a
 // left-out gate in sooner, by the window's growth or by its first reaction (paced, every gate
 // gets its share). One interval for all let the gates of a fleet of 32 (or of hosts far from the
 // origin, whose window grows slowly) all start at once an interval into a burst, and most be
@@ -226,12 +230,13 @@ func (a *adaptive) rank(now time.Time) int {
 // echo never exceeds an interval, so a transport that delays echoes can hold a left-out gate
 // by at most three intervals more (docs/gate-design.md).
 func (a *adaptive) leftOutUntil(rank int) time.Time {
-	rounds := max(rank/max(a.window.size, 1), 1)
+	size := max(a.window.size, 1)
 	wait := time.Duration(peerLive) * a.cfg.ReportInterval
 	if a.f != nil {
 		wait += 3 * a.f.echo.latency
 	}
-	return later(a.last, a.busyAt).Add(min(time.Duration(rounds)*wait, a.cfg.widest()))
+	d := wait * time.Duration(max(rank, size)) / time.Duration(size)
+	return later(a.last, a.busyAt).Add(min(d, a.cfg.widest()))
 }
 
 // tryGrant grants a start at now if the window and the spacing allow it.

@@ -60,6 +60,10 @@ func TestLeftOutUntilByRank(t *testing.T) {
 		want   time.Duration
 	}{
 		{"within the first window's worth", 2, 2, 0, peerLive * interval},
+		// Spread by rank, not by whole windows' worths: the gates of one window's worth all
+		// waited one wait and started together (9 refused at once, 32 gates 25 ms away).
+		{"the first window's worth, one later", 2, 3, 0, peerLive * interval * 3 / 2},
+		{"a window of 4, the next rank", 4, 5, 0, peerLive * interval * 5 / 4},
 		{"the next window's worth", 2, 4, 0, 2 * peerLive * interval},
 		{"far down a fleet of 32", 2, 30, 0, 15 * peerLive * interval},
 		{"capped at the widest spacing", 1, 200, 0, a.cfg.widest()},

@@ -168,8 +168,10 @@ func TestFleetBurstListens(t *testing.T) {
 		// burst, and with a window of 2 this gate (rank 3) waits; then it knows they are idle.
 		{"idle peers: after listening", 3, 0, interval / 10},
 		// Busy peers with lower ids take the window's two slots, and stay busy: left out, it
-		// gets a start after peerLive intervals (the silence after which a peer stops counting).
-		{"busy peers: left out", 3, 2, peerLive * interval},
+		// gets a start after peerLive intervals (the silence after which a peer stops counting)
+		// for each window's worth of gates before it, by rank: rank 3 of a window of 2, 3/2 of
+		// them (the rank-2 gate's start comes after one).
+		{"busy peers: left out", 3, 2, peerLive * interval * 3 / 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

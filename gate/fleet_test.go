@@ -182,7 +182,8 @@ type fleetOpts struct {
 	away      time.Duration // one-way delay of every gate from NATS and the origin (other hosts): the bus takes 2·away, requests and handshakes away more each way
 	tcp       bool          // a handshake takes a round trip of away more before the upgrade request (TCP's, as in the bench)
 	cfg       Config
-	observeOf func(gates []*Gate) // called at the end, before the bus stops
+	observeOf func(gates []*Gate)                                           // called at the end, before the bus stops
+	trace     func(gate int, start time.Duration, before Snapshot, ok bool) // every attempt, when set
 }
 
 // fleetResult is one run of N gates sharing the simulated origin.
@@ -296,7 +297,16 @@ func runFleet(n int, arrivals []time.Duration, o fleetOpts) fleetResult {
 				res.handed++
 				mu.Unlock()
 			}
-			_, _, err := Connect(ctx, gates[i], Policy{}, origin.dial)
+			dial := origin.dial
+			if o.trace != nil {
+				dial = func(ctx context.Context) (struct{}, error) {
+					at, before := time.Since(t0), gates[i].Snapshot()
+					v, err := origin.dial(ctx)
+					o.trace(i, at, before, err == nil)
+					return v, err
+				}
+			}
+			_, _, err := Connect(ctx, gates[i], Policy{}, dial)
 			mu.Lock()
 			defer mu.Unlock()
 			res.answered = max(res.answered, time.Since(t0)-at)
