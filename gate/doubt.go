@@ -86,6 +86,7 @@ func (p *peer) recent() int {
 // doubt drops peer p at now and undoes what it caused that nothing else confirmed.
 func (a *adaptive) doubt(p *peer, now time.Time) {
 	f := a.f
+	claimed := p.recent() // its acceptances in the fleet's count
 	p.doubted, p.trusted = now, false
 	f.foundOut(now)
 	f.peersDoubted++
@@ -107,6 +108,15 @@ func (a *adaptive) doubt(p *peer, now time.Time) {
 		f.peerStartAt, f.peerStarter = time.Time{}, 0
 	}
 	a.refresh(now)
+	if claimed > 0 && a.pace.refining(now, a.cfg.RateWindow) {
+		// Its acceptances stood in the count the last reaction measured: measured again
+		// without them (the count less what it claims now, or what the others' claims and
+		// this gate's own acceptances add up to now, whichever is more), the spacing comes back
+		// up (see remeasured).
+		if s, ok := a.pace.remeasured(max(a.pace.measured-claimed, a.fleetRecent(now)), &a.cfg); ok {
+			a.propose(now, s)
+		}
+	}
 	a.queue.wakeHead()
 }
 

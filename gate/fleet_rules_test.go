@@ -361,6 +361,35 @@ func TestDoubtUndoesTheMediansRaise(t *testing.T) {
 	})
 }
 
+// A liar's acceptances stand in the count a reaction measures: the fleet seems to accept more
+// than it does, and the spacing comes out short. Found out, its part goes: the reaction measures
+// again without it, and the spacing comes back up (8 honest gates beside a liar that claimed 30
+// acceptances every 10 ms kept 27 ms against a 10/s origin and took two or three more reactions,
+// with their refusals, to reach 90 ms: TestFleetLiarAmongEight/rush at 15.5 % refused in CI).
+func TestDoubtMeasuresAgainWithoutTheLiar(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g, h, l := honestAndLiar(t)
+		g.Observe(h.next(func(s *Signal) { s.Accepted += 10; s.Recent = 10 }))
+		g.Observe(l.next(func(s *Signal) { s.Accepted += 30; s.Recent = 30 })) // within an unpaced fleet's credit
+		p, err := g.Wait(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Forbidden(0)
+		if got := ownProposal(g); got != 25*time.Millisecond {
+			t.Fatalf("a reaction with 40 accepted in the last second (10 the peer's, 30 the liar's): proposal %v; want 25ms", got)
+		}
+		// Paced, its next 30 overdraw its credit: found out.
+		g.Observe(l.next(func(s *Signal) { s.Accepted += 30; s.Recent = 60 }))
+		if d := g.Snapshot().PeersDoubted; d != 1 {
+			t.Fatalf("peers doubted %d, want the liar found out", d)
+		}
+		if got := ownProposal(g); got != 100*time.Millisecond {
+			t.Errorf("after the liar was found out: proposal %v; want 100ms (the 10 the honest peer accepted)", got)
+		}
+	})
+}
+
 // honestAndLiar makes a gate that trusts two peers, h (honest) and l (to lie), both live.
 func honestAndLiar(t *testing.T) (g *Gate, h, l *fakePeer) {
 	t.Helper()

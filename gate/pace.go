@@ -73,6 +73,22 @@ func (p *pace) refined(measured int, c *Config) (time.Duration, bool) {
 	return s, s < p.proposal
 }
 
+// remeasured takes the count of what the fleet accepted around the last reaction once a doubted
+// peer's claims are dropped from it, and returns the higher proposal it makes, if it does. A
+// peer that claims acceptances it never had inflates the count a reaction measures (the rate
+// the fleet was just seen to accept), and the spacing comes out too short: 8 honest gates
+// beside a liar claiming 30 acceptances every 10 ms backed off to 27 ms against a 10/s origin,
+// kept it after the liar was found out 20 ms later, and took two or three more reactions, with
+// their refusals, to reach 90 ms.
+func (p *pace) remeasured(measured int, c *Config) (time.Duration, bool) {
+	if measured >= p.measured {
+		return 0, false
+	}
+	p.measured = measured
+	s := c.clampSpacing(max(p.backedOff, c.RateWindow/time.Duration(max(measured, 1))))
+	return s, s > p.proposal
+}
+
 // relaxStep counts n paced successes at now (the owner calls it only while the spacing is above
 // Floor and callers are queued behind it) and returns the proposal of a relaxation step when one
 // is due: every RelaxRun successes, the k-th step since the last rejection cutting k·(1-Relax),
