@@ -390,6 +390,39 @@ func TestDoubtMeasuresAgainWithoutTheLiar(t *testing.T) {
 	})
 }
 
+// A peer's hold keeps the fleet from starting, so the next reaction finds few acceptances in the
+// RateWindow: held by a liar's Retry-After for a second, then adopting its next refusal, 8
+// honest gates measured none, backed off to a RateWindow (8 s a gate) and made no upgrade for two
+// seconds (TestFleetLiarAmongEight/rotate, 2 of 400 runs under 80 % of the origin's rate). The
+// count of the reaction before the hold stands.
+func TestReactionAfterAHoldKeepsItsCount(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g, h, l := honestAndLiar(t)
+		g.Observe(h.next(func(s *Signal) { s.Accepted += 10; s.Recent = 10 }))
+		p, err := g.Wait(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Forbidden(0)
+		if got := ownProposal(g); got != 100*time.Millisecond {
+			t.Fatalf("a reaction with 10 accepted in the last second: proposal %v; want 100ms", got)
+		}
+		g.Observe(l.next(func(s *Signal) { s.Rejected++; s.RetryAfter = time.Hour }))
+		for range 12 { // the hold lasts to the probe, a second; the honest peer is held too
+			time.Sleep(interval)
+			g.Observe(h.next(func(s *Signal) { s.Recent, s.Spacing, s.Epoch = 0, 100*time.Millisecond, 1 }))
+			l.next(nil)
+		}
+		g.Observe(l.next(func(s *Signal) { s.Rejected++; s.Epoch = 2 }))
+		if e := g.Snapshot().Epoch; e != 2 {
+			t.Fatalf("epoch %d after the liar's refusal, want 2 (its reaction adopted)", e)
+		}
+		if got := ownProposal(g); got >= 200*time.Millisecond {
+			t.Errorf("a reaction after a second under a peer's hold, none accepted in it: proposal %v; want the last reaction's count (10 a second) to stand: under 200ms", got)
+		}
+	})
+}
+
 // honestAndLiar makes a gate that trusts two peers, h (honest) and l (to lie), both live.
 func honestAndLiar(t *testing.T) (g *Gate, h, l *fakePeer) {
 	t.Helper()

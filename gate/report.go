@@ -141,10 +141,30 @@ func (a *adaptive) forbidden(start, now time.Time) {
 func (a *adaptive) react(now time.Time) {
 	a.window.halve()
 	paced := a.spacing > a.cfg.Floor
-	a.propose(now, a.pace.backoff(now, a.fleetRecent(now), &a.cfg))
+	measured := a.fleetRecent(now)
+	if a.heldSinceReaction(now) {
+		// A peer's hold kept the fleet from starting since the last reaction: what it
+		// accepted in the RateWindow is what the hold let it, not what the origin would. The
+		// last reaction's count stands (8 honest gates held by a liar's Retry-After for a
+		// second, then adopting its next refusal, measured none, backed off to a RateWindow,
+		// 8 s a gate, and made 0 upgrades for two seconds: TestFleetLiarAmongEight/rotate).
+		measured = max(measured, a.pace.measured)
+	}
+	a.propose(now, a.pace.backoff(now, measured, &a.cfg))
 	if !paced {
 		a.rephase(now)
 	}
+}
+
+// heldSinceReaction reports whether a peer's hold held this gate within the last RateWindow at
+// now, and came within a RateWindow of the last reaction: that reaction's count was measured
+// before the hold kept the fleet from starting.
+func (a *adaptive) heldSinceReaction(now time.Time) bool {
+	h := &a.holds
+	if a.f == nil || h.peerSince.IsZero() || a.pace.widenedAt.IsZero() {
+		return false
+	}
+	return a.peerHold(now).After(now.Add(-a.cfg.RateWindow)) && h.peerSince.Sub(a.pace.widenedAt) < a.cfg.RateWindow
 }
 
 // rephase spreads the starts of a fleet that has just become paced. The gates of a fleet in slow
