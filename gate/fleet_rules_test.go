@@ -371,11 +371,7 @@ func TestDoubtMeasuresAgainWithoutTheLiar(t *testing.T) {
 		g, h, l := honestAndLiar(t)
 		g.Observe(h.next(func(s *Signal) { s.Accepted += 10; s.Recent = 10 }))
 		g.Observe(l.next(func(s *Signal) { s.Accepted += 30; s.Recent = 30 })) // within an unpaced fleet's credit
-		p, err := g.Wait(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
-		p.Forbidden(0)
+		refuseOne(t, g)
 		if got := ownProposal(g); got != 25*time.Millisecond {
 			t.Fatalf("a reaction with 40 accepted in the last second (10 the peer's, 30 the liar's): proposal %v; want 25ms", got)
 		}
@@ -399,11 +395,7 @@ func TestReactionAfterAHoldKeepsItsCount(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g, h, l := honestAndLiar(t)
 		g.Observe(h.next(func(s *Signal) { s.Accepted += 10; s.Recent = 10 }))
-		p, err := g.Wait(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
-		p.Forbidden(0)
+		refuseOne(t, g)
 		if got := ownProposal(g); got != 100*time.Millisecond {
 			t.Fatalf("a reaction with 10 accepted in the last second: proposal %v; want 100ms", got)
 		}
@@ -421,6 +413,16 @@ func TestReactionAfterAHoldKeepsItsCount(t *testing.T) {
 			t.Errorf("a reaction after a second under a peer's hold, none accepted in it: proposal %v; want the last reaction's count (10 a second) to stand: under 200ms", got)
 		}
 	})
+}
+
+// refuseOne starts an upgrade at g and reports it refused.
+func refuseOne(t *testing.T, g *Gate) {
+	t.Helper()
+	p, err := g.Wait(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Forbidden(0)
 }
 
 // honestAndLiar makes a gate that trusts two peers, h (honest) and l (to lie), both live.
