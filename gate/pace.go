@@ -53,7 +53,13 @@ func (p *pace) backoff(now time.Time, measured int, c *Config) time.Duration {
 	p.streak, p.steps = 0, 0
 	p.backedOff = time.Duration(float64(p.spacing) * c.Backoff)
 	p.measured = measured
-	return c.clampSpacing(max(p.backedOff, c.RateWindow/time.Duration(max(measured, 1))))
+	return p.reaction(c)
+}
+
+// reaction is the last reaction's proposal from what it backed off from and the count it
+// measured (backoff's rule; refined and remeasured set the count again).
+func (p *pace) reaction(c *Config) time.Duration {
+	return c.clampSpacing(max(p.backedOff, c.RateWindow/time.Duration(max(p.measured, 1))))
 }
 
 // refining reports whether late news at now may still refine the last reaction: within window
@@ -69,7 +75,7 @@ func (p *pace) refined(measured int, c *Config) (time.Duration, bool) {
 		return 0, false
 	}
 	p.measured = measured
-	s := c.clampSpacing(max(p.backedOff, c.RateWindow/time.Duration(measured)))
+	s := p.reaction(c)
 	return s, s < p.proposal
 }
 
@@ -85,7 +91,7 @@ func (p *pace) remeasured(measured int, c *Config) (time.Duration, bool) {
 		return 0, false
 	}
 	p.measured = measured
-	s := c.clampSpacing(max(p.backedOff, c.RateWindow/time.Duration(max(measured, 1))))
+	s := p.reaction(c)
 	return s, s > p.proposal
 }
 
